@@ -1,0 +1,190 @@
+"""Executor selection: every parallel phase of every stage runs through datatrove.
+
+A phase is a function `fn(rank, world_size, **kwargs)` that does task `rank` (usually:
+read input shard `rank`, write output shard `rank`). `run_tasks` wraps it as a datatrove
+pipeline step and runs it with LocalPipelineExecutor (default), RayPipelineExecutor or
+SlurmPipelineExecutor, so the code a laptop runs is the code a cluster runs. Tasks are
+fixed by the data (one per shard), workers only decide how many run at once, so the
+output never depends on --workers. datatrove's completion markers let a rerun skip the
+tasks a killed run had finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Callable
+
+from .errors import StageError
+from .layout import default_workers
+
+
+def add_executor_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("execution")
+    g.add_argument("--workers", type=int, default=default_workers(),
+                   help="tasks run at once (default: all cores); never changes the output")
+    g.add_argument("--executor", choices=["local", "ray", "slurm"], default="local",
+                   help="datatrove executor (default: local)")
+    g.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),
+                   help="address of a running Ray cluster (default: $RAY_ADDRESS)")
+    g.add_argument("--slurm-partition", default=None)
+    g.add_argument("--slurm-time", default="04:00:00")
+    g.add_argument("--slurm-cpus", type=int, default=1, help="cpus per Slurm task")
+    g.add_argument("--slurm-job-name", default=None)
+    g.add_argument("--verbose", action="store_true", help="show datatrove's own logs")
+
+
+def fn_ref(fn: Callable) -> str:
+    """'module:function' for fn, naming a script run as __main__ by its file name."""
+    mod = fn.__module__
+    if mod == "__main__":
+        mod = Path(sys.modules["__main__"].__file__).stem
+    return f"{mod}:{fn.__qualname__}"
+
+
+class ShardTask:
+    """A datatrove pipeline step that calls `fn(rank, world_size, **kwargs)` for its task."""
+
+    def __init__(self, ref: str, kwargs: dict, name: str, sys_path: list[str]):
+        self.ref, self.kwargs, self.name, self.sys_path = ref, kwargs, name, sys_path
+
+    def __repr__(self) -> str:
+        return f"ShardTask({self.name}: {self.ref})"
+
+    def __call__(self, data, rank: int = 0, world_size: int = 1):
+        for p in self.sys_path:
+            if p not in sys.path:
+                sys.path.insert(0, p)
+        module, _, func = self.ref.partition(":")
+        fn = getattr(importlib.import_module(module), func)
+        fn(rank=rank, world_size=world_size, **self.kwargs)
+        return None
+
+
+def _quiet(verbose: bool) -> None:
+    if not verbose:
+        from loguru import logger
+        logger.disable("datatrove")
+
+
+def _local_executor_cls():
+    from datatrove.executor import LocalPipelineExecutor
+
+    class QuietLocalExecutor(LocalPipelineExecutor):
+        verbose = False
+
+        def _run_for_rank(self, rank, local_rank=0, node_rank=-1):
+            _quiet(self.verbose)
+            return super()._run_for_rank(rank, local_rank, node_rank)
+
+    return QuietLocalExecutor
+
+
+def build_executor(step: ShardTask, tasks: int, args: argparse.Namespace, logging_dir: Path,
+                   name: str):
+    kind = getattr(args, "executor", "local")
+    workers = max(1, min(int(getattr(args, "workers", 1) or 1), tasks))
+    verbose = getattr(args, "verbose", False)
+    if kind == "local":
+        cls = _local_executor_cls()
+        ex = cls(pipeline=[step], tasks=tasks, workers=workers, logging_dir=str(logging_dir),
+                 skip_completed=True)
+        ex.verbose = verbose
+        return ex
+    if kind == "ray":
+        try:
+            import ray
+            from datatrove.executor.ray import RayPipelineExecutor
+        except ImportError as e:
+            raise StageError(f"--executor ray needs ray installed ({e})") from None
+        if not ray.is_initialized():
+            addr = getattr(args, "ray_address", None) or os.environ.get("RAY_ADDRESS")
+            if not addr:
+                raise StageError("--executor ray needs --ray-address or RAY_ADDRESS "
+                                 "(the address of a running Ray cluster)")
+            try:
+                ray.init(address=addr, log_to_driver=verbose,
+                         runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(step.sys_path)}})
+            except Exception as e:  # ray raises many types for an unreachable cluster
+                raise StageError(f"cannot connect to Ray at {addr}: {str(e).splitlines()[0]}") from None
+        return RayPipelineExecutor(pipeline=[step], tasks=tasks, workers=workers,
+                                   logging_dir=str(logging_dir), skip_completed=True,
+                                   cpus_per_task=1)
+    if kind == "slurm":
+        from datatrove.executor import SlurmPipelineExecutor
+        if not args.slurm_partition:
+            raise StageError("--executor slurm needs --slurm-partition")
+        return SlurmPipelineExecutor(
+            pipeline=[step], tasks=tasks, workers=workers, logging_dir=str(logging_dir),
+            partition=args.slurm_partition, time=args.slurm_time, cpus_per_task=args.slurm_cpus,
+            job_name=args.slurm_job_name or name, skip_completed=True,
+            sbatch_args={"wait": ""},
+        )
+    raise StageError(f"unknown executor {kind!r}")
+
+
+def run_tasks(fn: Callable, tasks: int, args: argparse.Namespace, logging_dir: Path,
+              name: str, progress: bool = True, **kwargs) -> None:
+    """Run fn for ranks 0..tasks-1 through the chosen executor; skip tasks already done."""
+    if tasks <= 0:
+        return
+    sys_path = [str(Path(__file__).resolve().parent.parent)]
+    step = ShardTask(fn_ref(fn), kwargs, name, sys_path)
+    logging_dir = Path(logging_dir)
+    ex = build_executor(step, tasks, args, logging_dir, name)
+    _quiet(getattr(args, "verbose", False))
+    stop = threading.Event()
+    bar = None
+    if progress and tasks > 1:
+        bar = threading.Thread(target=_progress, args=(logging_dir, tasks, name, stop), daemon=True)
+        bar.start()
+    try:
+        ex.run()
+    finally:
+        stop.set()
+        if bar:
+            bar.join()
+    done = len(list((logging_dir / "completions").glob("*"))) if (logging_dir / "completions").exists() else 0
+    if done < tasks and getattr(args, "executor", "local") != "slurm":
+        raise StageError(f"{name}: only {done} of {tasks} tasks finished; see {logging_dir}/logs and rerun to resume")
+
+
+def _progress(logging_dir: Path, tasks: int, name: str, stop: threading.Event) -> None:
+    from tqdm import tqdm
+
+    comp = logging_dir / "completions"
+    with tqdm(total=tasks, desc=name, unit="task", leave=False, disable=None) as bar:
+        while True:
+            n = len(list(comp.glob("*"))) if comp.exists() else 0
+            bar.update(n - bar.n)
+            if stop.wait(0.5):
+                n = len(list(comp.glob("*"))) if comp.exists() else 0
+                bar.update(n - bar.n)
+                return
+
+
+def save_task_result(folder: str | os.PathLike, phase: str, rank: int, result: dict) -> None:
+    """A task's counts, written atomically, for the driver to merge after the phase."""
+    from .manifest import write_json
+
+    d = Path(folder) / "_results" / phase
+    d.mkdir(parents=True, exist_ok=True)
+    write_json(d / f"{rank:05d}.json", result)
+
+
+def load_task_results(folder: str | os.PathLike, phase: str, tasks: int) -> list[dict]:
+    """The results of tasks 0..tasks-1 of a phase, in rank order."""
+    import json
+
+    d = Path(folder) / "_results" / phase
+    out = []
+    for r in range(tasks):
+        p = d / f"{r:05d}.json"
+        if not p.exists():
+            raise StageError(f"{phase}: task {r} left no result in {d}; rerun to resume")
+        out.append(json.loads(p.read_text(encoding="utf-8")))
+    return out

@@ -1,0 +1,45 @@
+"""The tutorial's data layout, and which stage writes each part of it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DATA = Path("data")
+SAMPLE = DATA / "sample" / "sample.parquet"
+RAW = DATA / "raw"
+CLEANED = DATA / "cleaned"
+DEDUP_EXACT = DATA / "dedup_exact"
+DEDUP = DATA / "dedup"
+TOKENIZER_DIR = DATA / "tokenizer"
+TOKENIZER = TOKENIZER_DIR / "tokenizer.json"
+TRAIN_BIN = DATA / "train.bin"
+VAL_BIN = DATA / "val.bin"
+
+# stage name -> (script, default output). Used to tell the user which stage to rerun.
+STAGES = {
+    "download_data": ("download_data.py", RAW),
+    "clean": ("clean.py", CLEANED),
+    "dedup_exact": ("dedup_exact.py", DEDUP_EXACT),
+    "dedup_minhash": ("dedup_minhash.py", DEDUP),
+    "train_tokenizer": ("train_tokenizer.py", TOKENIZER_DIR),
+    "pack_parallel": ("pack_parallel.py", DATA),
+}
+PIPELINE_ORDER = list(STAGES)
+
+
+def script_for_dir(path: str | os.PathLike) -> str:
+    """The script that writes `path` in the default layout (a guess for custom paths)."""
+    p = Path(path)
+    for script, out in STAGES.values():
+        if p.name == out.name:
+            return script
+    return "the stage that writes it"
+
+
+def default_workers() -> int:
+    """All cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS
+        return os.cpu_count() or 1

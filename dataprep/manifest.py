@@ -1,0 +1,99 @@
+"""Stage manifests: what a stage read, how it was configured, what it wrote.
+
+Every stage writes `manifest.json` beside its output. It records the config, the input's
+fingerprint (the upstream manifest's output fingerprint), row and byte counts, the
+output files with their sizes and xxh3-128 digests, and timings. A stage checks its
+input's manifest, and the manifests above it, before doing any work: an input whose
+upstream was rerun since it was written is stale, and the stage refuses it, naming the
+stage to rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import xxhash
+
+from .errors import StageError
+from .layout import script_for_dir
+
+MANIFEST = "manifest.json"
+VERSION = 1
+
+
+def manifest_path(output: str | os.PathLike) -> Path:
+    """Directories hold `manifest.json`; the packed .bin files share `data/pack_manifest.json`."""
+    p = Path(output)
+    return p / MANIFEST
+
+
+def fingerprint(files: list[dict], stage: str) -> str:
+    """A digest of a stage's output: its files' names, sizes and content digests."""
+    h = xxhash.xxh3_128()
+    h.update(stage.encode())
+    for f in sorted(files, key=lambda f: f["name"]):
+        h.update(f"{f['name']}\0{f['size']}\0{f['xxh3_128']}\n".encode())
+    return h.hexdigest()
+
+
+def read_manifest(path: str | os.PathLike) -> dict:
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise StageError(f"{path} is missing: its stage did not finish or the folder was not "
+                         f"written by this suite; rerun {script_for_dir(path.parent)}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise StageError(f"{path}: unreadable manifest ({e}); rerun {script_for_dir(path.parent)}") from None
+
+
+def write_json(path: str | os.PathLike, obj: dict) -> None:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False, sort_keys=False)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def upstream_path(manifest: dict, manifest_file: Path) -> Path | None:
+    """Resolve the manifest's recorded input path (stored relative to the manifest's folder)."""
+    inp = manifest.get("input") or {}
+    rel = inp.get("manifest")
+    if not rel:
+        return None
+    return (manifest_file.parent / rel).resolve()
+
+
+def check_input(input_manifest: str | os.PathLike, _depth: int = 0) -> dict:
+    """Load and validate an input's manifest and the chain above it.
+
+    Refuses (StageError) when the manifest is missing, when a file it lists is missing
+    or changed size, or when any upstream output changed after this one was written.
+    The error names the earliest stage to rerun.
+    """
+    mpath = Path(input_manifest)
+    m = read_manifest(mpath)
+    script = m.get("script") or script_for_dir(mpath.parent)
+    base = mpath.parent
+    for f in m.get("files", []):
+        p = base / f["name"]
+        if not p.exists():
+            raise StageError(f"{p} listed in {mpath} is missing; rerun {script}")
+        if p.stat().st_size != f["size"]:
+            raise StageError(f"{p} changed size since {script} wrote it; rerun {script}")
+    up = upstream_path(m, mpath)
+    if up is not None and up.exists() and _depth < 20:
+        upm = check_input(up, _depth + 1)  # an earlier stale stage is reported first
+        want = (m.get("input") or {}).get("fingerprint")
+        if upm.get("output_fingerprint") != want:
+            raise StageError(
+                f"{base} is stale: {up.parent} was rewritten after {script} read it; rerun {script}")
+    return m
+
+
+def relative_manifest(input_manifest: Path, output_manifest: Path) -> str:
+    return os.path.relpath(Path(input_manifest).resolve(), Path(output_manifest).resolve().parent)

@@ -1,0 +1,79 @@
+"""Stats tables: printed to the terminal, saved as JSON and Markdown beside the output."""
+
+from __future__ import annotations
+
+import os
+import unicodedata
+from pathlib import Path
+
+from .manifest import write_json
+
+
+def _width(s: str) -> int:
+    """Terminal width of s (CJK characters take two columns)."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in s)
+
+
+def _pad(s: str, w: int, right: bool) -> str:
+    fill = " " * max(0, w - _width(s))
+    return fill + s if right else s + fill
+
+
+def table(headers: list[str], rows: list[list], right: set[int] | None = None) -> str:
+    """An aligned plain-text table; numeric columns are right-aligned."""
+    cells = [[_fmt(c) for c in r] for r in rows]
+    if right is None:
+        right = {i for i in range(len(headers))
+                 if rows and all(isinstance(r[i], (int, float)) or _numeric(str(r[i])) for r in rows)}
+    widths = [max([_width(h)] + [_width(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    out = ["  ".join(_pad(h, widths[i], i in right) for i, h in enumerate(headers)),
+           "  ".join("-" * w for w in widths)]
+    out += ["  ".join(_pad(c, widths[i], i in right) for i, c in enumerate(r)) for r in cells]
+    return "\n".join(out)
+
+
+def markdown_table(headers: list[str], rows: list[list]) -> str:
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(_fmt(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _fmt(c) -> str:
+    if isinstance(c, bool):
+        return str(c)
+    if isinstance(c, int):
+        return f"{c:,}"
+    if isinstance(c, float):
+        return f"{c:,.4f}" if abs(c) < 10 else f"{c:,.1f}"
+    return str(c)
+
+
+def _numeric(s: str) -> bool:
+    s = s.replace(",", "").replace("%", "").strip()
+    try:
+        float(s)
+        return True
+    except ValueError:
+        return False
+
+
+def pct(n: int, total: int) -> str:
+    return f"{(100.0 * n / total) if total else 0.0:.2f}%"
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def save_report(folder: str | os.PathLike, name: str, data: dict, markdown: str) -> None:
+    """Write `<name>.json` and `<name>.md` into folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / f"{name}.json", data)
+    tmp = folder / f"{name}.md.tmp"
+    tmp.write_text(markdown.rstrip() + "\n", encoding="utf-8")
+    os.replace(tmp, folder / f"{name}.md")

@@ -1,0 +1,192 @@
+"""The stage contract: check the input, stage the output, commit it atomically.
+
+    run = StageRun("clean", output="data/cleaned", config={...}, input_manifest=...)
+    ... write files into run.staging ...
+    run.commit(files=[...], counts={...})
+
+Output goes to a hidden staging folder beside the final one (`.cleaned.partial`). A run
+that dies leaves the previous output untouched; rerunning with the same input and config
+resumes in the same staging folder (datatrove skips finished tasks); a different input
+or config starts it afresh. `commit` writes the manifest, then swaps the staging folder
+into place with renames, so the final name only ever holds a complete output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import xxhash
+
+from .errors import StageError
+from .layout import STAGES
+from .manifest import (MANIFEST, VERSION, check_input, fingerprint, read_manifest,
+                       relative_manifest, upstream_path, write_json)
+
+RUN_KEY = "_run.json"
+
+
+def config_key(stage: str, config: dict, input_fingerprint: str | None) -> str:
+    blob = json.dumps({"stage": stage, "config": config, "input": input_fingerprint},
+                      sort_keys=True, default=str)
+    return xxhash.xxh3_128(blob.encode()).hexdigest()
+
+
+class StageRun:
+    """One run of one stage, writing a directory (or, with `files_into`, files in a folder)."""
+
+    def __init__(self, stage: str, output: str | os.PathLike, config: dict,
+                 input_manifest: str | os.PathLike | None = None,
+                 extra_inputs: dict[str, str | os.PathLike] | None = None,
+                 manifest_name: str = MANIFEST, files_into: bool = False):
+        self.stage = stage
+        self.script = STAGES[stage][0] if stage in STAGES else f"{stage}.py"
+        self.output = Path(output)
+        self.config = config
+        self.files_into = files_into
+        self.manifest_name = manifest_name
+        self.t0 = time.time()
+        self.timings: dict[str, float] = {}
+        self.input_manifest = Path(input_manifest) if input_manifest else None
+        self.input = check_input(self.input_manifest) if self.input_manifest else None
+        self.extra = {k: (Path(v), check_input(v)) for k, v in (extra_inputs or {}).items()}
+        self.input_fingerprint = self.input["output_fingerprint"] if self.input else None
+        fp = self.input_fingerprint
+        if self.extra:
+            fp = json.dumps([fp] + [m["output_fingerprint"] for _, m in self.extra.values()])
+        self.key = config_key(stage, config, fp)
+        parent = self.output if files_into else self.output.parent
+        name = f".{stage}" if files_into else f".{self.output.name}"
+        self.staging = parent / f"{name}.partial"
+        self._prepare()
+
+    # -- staging -----------------------------------------------------------------------
+    def _prepare(self) -> None:
+        keyfile = self.staging / RUN_KEY
+        if self.staging.exists():
+            try:
+                same = json.loads(keyfile.read_text())["key"] == self.key
+            except (OSError, ValueError, KeyError):
+                same = False
+            if same:
+                self.resumed = True
+                return
+            shutil.rmtree(self.staging)
+        self.resumed = False
+        self.staging.mkdir(parents=True)
+        write_json(keyfile, {"key": self.key, "stage": self.stage})
+
+    def logging_dir(self, phase: str) -> Path:
+        return self.staging / "_logs" / phase
+
+    @contextmanager
+    def phase(self, name: str):
+        """Time a phase of the stage; the timings go into the manifest."""
+        t = time.time()
+        try:
+            yield
+        finally:
+            self.timings[name] = round(time.time() - t, 3)
+
+    # -- commit ------------------------------------------------------------------------
+    def commit(self, files: list[dict], counts: dict, extra: dict | None = None) -> dict:
+        """Write the manifest and move the staged output into place atomically."""
+        self.timings["total"] = round(time.time() - self.t0, 3)
+        out_manifest = (self.output / self.manifest_name)
+        manifest = {
+            "version": VERSION,
+            "stage": self.stage,
+            "script": self.script,
+            "config": self.config,
+            "input": None if self.input is None else {
+                "manifest": relative_manifest(self.input_manifest, out_manifest),
+                "fingerprint": self.input_fingerprint,
+                "stage": self.input.get("stage"),
+            },
+            "extra_inputs": {k: {"manifest": relative_manifest(p, out_manifest),
+                                 "fingerprint": m["output_fingerprint"]}
+                             for k, (p, m) in self.extra.items()},
+            "counts": counts,
+            "files": files,
+            "output_fingerprint": fingerprint(files, self.stage),
+            "timings": self.timings,
+            **(extra or {}),
+        }
+        write_json(self.staging / self.manifest_name, manifest)
+        if self.files_into:
+            self._commit_files(files)
+        else:
+            self._commit_dir()
+        note_stale_downstream(self.output / self.manifest_name, manifest["output_fingerprint"])
+        return manifest
+
+    def _commit_dir(self) -> None:
+        logs = self.staging / "_logs"
+        keep_logs = self.output.parent / "logs" / self.stage
+        if logs.exists():
+            shutil.rmtree(keep_logs, ignore_errors=True)
+            keep_logs.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(logs, keep_logs)
+        (self.staging / RUN_KEY).unlink(missing_ok=True)
+        old = self.output.parent / f".{self.output.name}.old"
+        if old.exists():
+            shutil.rmtree(old)
+        if self.output.exists():
+            os.replace(self.output, old)
+        os.replace(self.staging, self.output)
+        if old.exists():
+            shutil.rmtree(old)
+
+    def _commit_files(self, files: list[dict]) -> None:
+        """Move single files into an existing folder, each with one atomic rename; the
+        manifest goes last, so a reader that trusts the manifest never sees a half set."""
+        self.output.mkdir(parents=True, exist_ok=True)
+        old_manifest = self.output / self.manifest_name
+        if old_manifest.exists():
+            old_manifest.unlink()  # the old set is incomplete from here on: say so first
+        for f in files:
+            os.replace(self.staging / f["name"], self.output / f["name"])
+        for p in sorted(self.staging.iterdir()):
+            if p.name in (self.manifest_name, RUN_KEY, "_logs"):
+                continue
+            target = self.output / p.name
+            if target.is_dir():
+                shutil.rmtree(target)
+            os.replace(p, target)
+        os.replace(self.staging / self.manifest_name, self.output / self.manifest_name)
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def note_stale_downstream(manifest_file: Path, new_fp: str) -> list[Path]:
+    """Print which outputs beside this one were built from an older version of it."""
+    stale = []
+    here = manifest_file.resolve()
+    parent = here.parent.parent
+    candidates = list(parent.glob(f"*/{MANIFEST}")) + list(parent.glob("*_manifest.json"))
+    for m in sorted(candidates):
+        if m.resolve() == here:
+            continue
+        try:
+            d = json.loads(m.read_text())
+        except (OSError, ValueError):
+            continue
+        up = upstream_path(d, m)
+        if up is not None and up == here and (d.get("input") or {}).get("fingerprint") != new_fp:
+            stale.append(m.parent if m.name == MANIFEST else m)
+    for s in stale:
+        print(f"note: {s} was built from the previous output and is now stale; "
+              f"rerun {read_manifest_script(s)} (and the stages after it)", file=sys.stderr)
+    return stale
+
+
+def read_manifest_script(p: Path) -> str:
+    m = p / MANIFEST if p.is_dir() else p
+    try:
+        return read_manifest(m).get("script", "its stage")
+    except StageError:
+        return "its stage"

@@ -1,0 +1,415 @@
+"""Step 1 (tutorial section 1): get the corpus onto local disk as sharded parquet.
+
+    python download_data.py --dataset sample              # the bundled sample, offline
+    python download_data.py --dataset tinystories         # smoke test, 1.0 GB
+    python download_data.py --dataset fineweb-edu-10bt    # the real thing, 28.5 GB
+    python download_data.py --input 'my_corpus/*.jsonl.gz'
+
+Whatever the source, the output is the same: data/raw/ holds many parquet shards of
+bounded size (100k rows or 256 MB, whichever comes first) with the columns `id`, `text`,
+`source` and any metadata columns the source has. Later stages parallelise by shard, so
+one giant file would leave all but one core idle.
+
+Hub datasets are fetched with huggingface_hub, file by file, straight from the published
+parquet files (HF_ENDPOINT selects a mirror, as section 1.1 does). Each downloaded file
+is re-sharded and then deleted, so the disk never holds two copies of the corpus, and a
+rerun after an interruption skips the files it already finished. Then, as section 1.3
+asks, the stage prints what it got: rows, columns, bytes and three sample texts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import glob
+import gzip
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+
+from dataprep import layout
+from dataprep.errors import StageError, run_stage
+from dataprep.executor import add_executor_args
+from dataprep.manifest import read_manifest, write_json
+from dataprep.report import human_bytes, table
+from dataprep.shards import ShardWriter, open_shard, text_bytes
+from dataprep.stage import StageRun
+
+
+@dataclass(frozen=True)
+class HubDataset:
+    repo: str
+    pattern: str          # which files of the repo to fetch (fnmatch)
+    revision: str = "main"
+
+
+HUB = {
+    "tinystories": HubDataset("roneneldan/TinyStories", "data/train-*.parquet"),
+    "fineweb-edu-10bt": HubDataset("HuggingFaceFW/fineweb-edu", "sample/10BT/*.parquet"),
+}
+LOCAL_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json.gz", ".txt")
+BATCH_ROWS = 4096
+
+
+# --------------------------------------------------------------------------------------
+# Reading sources: every reader yields pyarrow tables with at least `id` and `text`.
+# Null or non-string texts are counted and skipped, never passed on silently.
+# --------------------------------------------------------------------------------------
+
+class Skips:
+    """Counts of records a reader skipped, by reason."""
+
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+
+    def add(self, reason: str, n: int = 1) -> None:
+        if n:
+            self.counts[reason] = self.counts.get(reason, 0) + n
+
+
+def expand_inputs(spec: str) -> list[Path]:
+    """Files named by a path, a directory or a glob, in sorted order."""
+    p = Path(spec)
+    if p.is_dir():
+        files = [f for f in p.rglob("*") if f.is_file() and f.name.endswith(LOCAL_SUFFIXES)]
+    elif p.is_file():
+        files = [p]
+    else:
+        files = [Path(f) for f in glob.glob(spec, recursive=True) if Path(f).is_file()]
+    if not files:
+        raise StageError(f"--input {spec}: no such file, directory or matching files")
+    bad = [f for f in files if not f.name.endswith(LOCAL_SUFFIXES)]
+    if bad:
+        raise StageError(f"{bad[0]}: unsupported file type (use {', '.join(LOCAL_SUFFIXES)})")
+    return sorted(files)
+
+
+def read_parquet(path: Path, source: str, skips: Skips, keep: list[str]) -> Iterator[pa.Table]:
+    import pyarrow.compute as pc
+
+    pf = open_shard(path, require=("text",))
+    has_id = "id" in pf.schema_arrow.names
+    row = 0
+    try:
+        for batch in pf.iter_batches(batch_size=BATCH_ROWS):
+            t = pa.Table.from_batches([batch])
+            n = t.num_rows
+            ids = (pc.cast(t.column("id"), pa.string()) if has_id
+                   else pa.array([f"{source}#{i}" for i in range(row, row + n)], pa.string()))
+            out = pa.table({"id": ids, "text": t.column("text"),
+                            "source": pa.array([source] * n, pa.string()),
+                            **{k: t.column(k) for k in keep}})
+            nulls = out.column("text").null_count
+            if nulls:
+                skips.add("null text", nulls)
+                out = out.filter(pc.is_valid(out.column("text")))
+            row += n
+            yield out
+    except (pa.ArrowException, OSError) as e:
+        raise StageError(f"{path}: corrupt parquet data ({str(e).splitlines()[0]})") from None
+
+
+def _open_text(path: Path):
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+
+
+def read_jsonl(path: Path, source: str, skips: Skips, text_field: str = "text") -> Iterator[pa.Table]:
+    ids, texts = [], []
+    try:
+        with _open_text(path) as f:
+            for lineno, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise StageError(f"{path}:{lineno}: invalid UTF-8 at byte {e.start}") from None
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise StageError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+                if not isinstance(rec, dict) or text_field not in rec:
+                    raise StageError(f"{path}:{lineno}: no '{text_field}' field")
+                text = rec[text_field]
+                if text is None:
+                    skips.add("null text")
+                    continue
+                if not isinstance(text, str):
+                    skips.add("non-string text")
+                    continue
+                rid = rec.get("id")
+                ids.append(str(rid) if rid is not None else f"{source}#{lineno}")
+                texts.append(text)
+                if len(texts) >= BATCH_ROWS:
+                    yield _table(ids, texts, source)
+                    ids, texts = [], []
+    except (OSError, EOFError) as e:
+        raise StageError(f"{path}: cannot read ({e})") from None
+    if texts:
+        yield _table(ids, texts, source)
+
+
+def read_txt(path: Path, source: str, skips: Skips, delimiter: str | None) -> Iterator[pa.Table]:
+    """A .txt file is one document, or several split on --txt-delimiter."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise StageError(f"{path}: invalid UTF-8 at byte {e.start}") from None
+    docs = text.split(delimiter) if delimiter else [text]
+    docs = [d.strip() for d in docs]
+    empty = sum(1 for d in docs if not d)
+    skips.add("empty text", empty)
+    ids, texts = [], []
+    for i, d in enumerate(docs):
+        if d:
+            ids.append(f"{source}#{i}")
+            texts.append(d)
+    if texts:
+        yield _table(ids, texts, source)
+
+
+def _table(ids: list[str], texts: list[str], source: str) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.string()), "text": pa.array(texts, pa.string()),
+                     "source": pa.array([source] * len(ids), pa.string())})
+
+
+def common_metadata(paths: list[Path]) -> list[str]:
+    """Metadata columns (beyond id/text) that every parquet input has with one type."""
+    schemas = [open_shard(p, require=("text",)).schema_arrow for p in paths if p.suffix == ".parquet"]
+    if not schemas or len(schemas) != len(paths):
+        return []
+    keep = []
+    for f in schemas[0]:
+        if f.name in ("id", "text", "source"):
+            continue
+        if all(f.name in s.names and s.field(f.name).type == f.type for s in schemas):
+            keep.append(f.name)
+    return keep
+
+
+def read_sources(paths: list[Path], skips: Skips, txt_delimiter: str | None = None,
+                 root: Path | None = None) -> Iterator[pa.Table]:
+    keep = common_metadata(paths)
+    for p in paths:
+        source = str(p.relative_to(root)) if root and p.is_relative_to(root) else p.name
+        if p.suffix == ".parquet":
+            yield from read_parquet(p, source, skips, keep)
+        elif p.name.endswith((".jsonl", ".jsonl.gz", ".json.gz")):
+            yield from read_jsonl(p, source, skips)
+        else:
+            yield from read_txt(p, source, skips, txt_delimiter)
+
+
+# --------------------------------------------------------------------------------------
+# Writing bounded shards.
+# --------------------------------------------------------------------------------------
+
+def write_shards(tables: Iterable[pa.Table], out_dir: Path, prefix: str,
+                 max_rows: int, max_bytes: int) -> list[dict]:
+    """Re-shard a stream of tables into files of at most max_rows rows / max_bytes text."""
+    records: list[dict] = []
+    writer = None
+    schema = None
+    for t in tables:
+        if t.num_rows == 0:
+            continue
+        if schema is None:
+            schema = t.schema
+        start = 0
+        while start < t.num_rows:
+            if writer is None:
+                writer = ShardWriter(out_dir / f"{prefix}-{len(records):05d}.parquet", schema)
+            room = max_rows - writer.rows
+            piece = t.slice(start, room)
+            # cut the piece further if it would overflow the byte budget
+            if writer.text_bytes + text_bytes(piece) > max_bytes and writer.rows > 0:
+                records.append(writer.close())
+                writer = None
+                continue
+            writer.write(piece)
+            start += piece.num_rows
+            if writer.rows >= max_rows or writer.text_bytes >= max_bytes:
+                records.append(writer.close())
+                writer = None
+    if writer is not None:
+        records.append(writer.close())
+    return records
+
+
+# --------------------------------------------------------------------------------------
+# Hub datasets: one unit per published parquet file; finished units are skipped on rerun.
+# --------------------------------------------------------------------------------------
+
+def hub_endpoint() -> str | None:
+    return os.environ.get("HF_ENDPOINT") or None
+
+
+def list_hub_files(ds: HubDataset) -> list[str]:
+    from huggingface_hub import HfApi
+
+    try:
+        files = HfApi(endpoint=hub_endpoint()).list_repo_files(
+            ds.repo, repo_type="dataset", revision=ds.revision)
+    except Exception as e:  # network errors come in many types
+        where = hub_endpoint() or "huggingface.co"
+        raise StageError(f"cannot list {ds.repo} on {where}: {str(e).splitlines()[0]} "
+                         "(set HF_ENDPOINT to use a mirror)") from None
+    files = sorted(f for f in files if fnmatch.fnmatch(f, ds.pattern))
+    if not files:
+        raise StageError(f"{ds.repo}: no files match {ds.pattern}")
+    return files
+
+
+def fetch_hub_file(ds: HubDataset, filename: str, into: Path) -> Path:
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return Path(hf_hub_download(ds.repo, filename, repo_type="dataset", revision=ds.revision,
+                                    local_dir=into, endpoint=hub_endpoint()))
+    except Exception as e:
+        raise StageError(f"download of {ds.repo}/{filename} failed: {str(e).splitlines()[0]} "
+                         "(rerun to resume)") from None
+
+
+def convert_units(units: list[tuple[str, list[Path] | None]], run: StageRun, args,
+                  skips: Skips, fetch=None, root: Path | None = None) -> list[dict]:
+    """Convert each unit (a list of files, or a hub file name to fetch) into shards.
+
+    A unit's shards and its skip counts are recorded in `_done/` in the staging folder,
+    so a rerun after an interruption skips finished units.
+    """
+    from tqdm import tqdm
+
+    done_dir = run.staging / "_done"
+    done_dir.mkdir(exist_ok=True)
+    records: list[dict] = []
+    for i, (name, files) in enumerate(tqdm(units, desc="convert", unit="file", disable=None)):
+        marker = done_dir / f"unit-{i:05d}.json"
+        if marker.exists():
+            done = json.loads(marker.read_text())
+        else:
+            local = files if files is not None else [fetch(name)]
+            unit_skips = Skips()
+            recs = write_shards(read_sources(local, unit_skips, args.txt_delimiter, root),
+                                run.staging, f"part-{i:05d}", args.shard_rows, args.shard_bytes)
+            done = {"unit": name, "files": recs, "skipped": unit_skips.counts}
+            write_json(marker, done)
+            if files is None and not args.keep_downloads:
+                for f in local:
+                    f.unlink(missing_ok=True)
+        records += done["files"]
+        for k, v in done["skipped"].items():
+            skips.add(k, v)
+    return records
+
+
+# --------------------------------------------------------------------------------------
+# Section 1.3: look at what you downloaded.
+# --------------------------------------------------------------------------------------
+
+def describe(raw_dir: Path, n_samples: int = 3, chars: int = 500) -> str:
+    """Rows, columns, bytes, the text field and a few sample texts."""
+    m = read_manifest(raw_dir / "manifest.json")
+    files = m["files"]
+    first = open_shard(raw_dir / files[0]["name"])
+    schema = first.schema_arrow
+    rows = sum(f["rows"] for f in files)
+    lines = [
+        f"rows      {rows:,} in {len(files)} shards",
+        f"columns   " + ", ".join(f"{f.name}: {f.type}" for f in schema),
+        f"bytes     {human_bytes(sum(f['text_bytes'] for f in files))} of text, "
+        f"{human_bytes(sum(f['size'] for f in files))} on disk",
+        "text field: 'text'",
+    ]
+    batch = next(first.iter_batches(batch_size=n_samples, columns=["id", "text"]))
+    for rid, text in zip(batch.column("id").to_pylist(), batch.column("text").to_pylist()):
+        lines.append("=" * 60)
+        lines.append(f"[{rid}] {len(text):,} characters")
+        lines.append(text[:chars])
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--dataset", choices=[*HUB, "sample"], default=None,
+                     help="a known dataset (default: sample)")
+    src.add_argument("--input", default=None,
+                     help="local files: a path, directory or glob of .parquet, .jsonl(.gz), .txt")
+    p.add_argument("--output", default=str(layout.RAW), help="default: data/raw")
+    p.add_argument("--shard-rows", type=int, default=None,
+                   help="rows per output shard (default 100000; 400 for the sample)")
+    p.add_argument("--shard-bytes", type=int, default=256 * 1000 * 1000,
+                   help="text bytes per output shard (default 256 MB)")
+    p.add_argument("--txt-delimiter", default=None,
+                   help="split .txt files into documents on this string (default: one per file)")
+    p.add_argument("--download-dir", default=str(layout.DATA / "download"),
+                   help="where hub files wait to be re-sharded (each is deleted once done)")
+    p.add_argument("--keep-downloads", action="store_true", help="keep the fetched hub files")
+    add_executor_args(p)
+    args = p.parse_args(argv)
+    dataset = args.dataset or (None if args.input else "sample")
+    if args.shard_rows is None:
+        args.shard_rows = 400 if dataset == "sample" else 100_000
+    if args.shard_rows <= 0 or args.shard_bytes <= 0:
+        raise StageError("--shard-rows and --shard-bytes must be positive")
+
+    out = Path(args.output)
+    root = None
+    if dataset in HUB:
+        ds = HUB[dataset]
+        names = list_hub_files(ds)
+        units = [(n, None) for n in names]
+        source_desc = {"hub": ds.repo, "pattern": ds.pattern, "revision": ds.revision,
+                       "endpoint": hub_endpoint() or "https://huggingface.co", "files": names}
+    else:
+        spec = str(layout.SAMPLE) if dataset == "sample" else args.input
+        if dataset == "sample" and not layout.SAMPLE.exists():
+            raise StageError(f"{layout.SAMPLE} not found: run from the repository root")
+        files = expand_inputs(spec)
+        root = Path(os.path.commonpath([f.parent for f in files]))
+        units = [(spec, files)]
+        source_desc = {"local": spec, "files": [
+            {"path": str(f.relative_to(root)), "size": f.stat().st_size,
+             "mtime_ns": f.stat().st_mtime_ns} for f in files]}
+    config = {"dataset": dataset, "source": source_desc, "shard_rows": args.shard_rows,
+              "shard_bytes": args.shard_bytes, "txt_delimiter": args.txt_delimiter}
+    run = StageRun("download_data", out, config)
+    if run.resumed:
+        print(f"resuming in {run.staging}", file=sys.stderr)
+
+    skips = Skips()
+    with run.phase("download_and_shard"):
+        dl = Path(args.download_dir) / (dataset or "local")
+        fetch = (lambda name: fetch_hub_file(HUB[dataset], name, dl)) if dataset in HUB else None
+        records = convert_units(units, run, args, skips, fetch=fetch, root=root)
+    rows = sum(r["rows"] for r in records)
+    if rows == 0:
+        shutil.rmtree(run.staging, ignore_errors=True)
+        raise StageError(f"no documents in {source_desc.get('local') or source_desc.get('hub')}"
+                         + (f" (skipped: {skips.counts})" if skips.counts else ""))
+    shutil.rmtree(run.staging / "_done", ignore_errors=True)
+    counts = {"rows": rows, "text_bytes": sum(r["text_bytes"] for r in records),
+              "shards": len(records), "skipped": skips.counts}
+    run.commit(records, counts)
+
+    print(describe(out))
+    print("=" * 60)
+    rows_t = [["documents written", rows], ["text bytes", counts["text_bytes"]],
+              ["shards", len(records)]]
+    rows_t += [[f"skipped: {k}", v] for k, v in sorted(skips.counts.items())]
+    print(table(["download_data", "count"], rows_t))
+    print(f"wrote {out}/ ({len(records)} shards) and {out}/manifest.json")
+    return 0
+
+
+if __name__ == "__main__":
+    run_stage(main)
