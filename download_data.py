@@ -213,29 +213,29 @@ def read_sources(paths: list[Path], skips: Skips, txt_delimiter: str | None = No
 
 def write_shards(tables: Iterable[pa.Table], out_dir: Path, prefix: str,
                  max_rows: int, max_bytes: int) -> list[dict]:
-    """Re-shard a stream of tables into files of at most max_rows rows / max_bytes text."""
+    """Re-shard a stream of tables into files of at most max_rows rows and max_bytes of text
+    (a single document larger than max_bytes gets a shard of its own)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
     records: list[dict] = []
     writer = None
-    schema = None
     for t in tables:
-        if t.num_rows == 0:
-            continue
-        if schema is None:
-            schema = t.schema
         start = 0
+        sizes = np.cumsum(pc.binary_length(t.column("text")).fill_null(0).to_numpy(zero_copy_only=False))
         while start < t.num_rows:
             if writer is None:
-                writer = ShardWriter(out_dir / f"{prefix}-{len(records):05d}.parquet", schema)
-            room = max_rows - writer.rows
-            piece = t.slice(start, room)
-            # cut the piece further if it would overflow the byte budget
-            if writer.text_bytes + text_bytes(piece) > max_bytes and writer.rows > 0:
-                records.append(writer.close())
-                writer = None
-                continue
-            writer.write(piece)
-            start += piece.num_rows
-            if writer.rows >= max_rows or writer.text_bytes >= max_bytes:
+                writer = ShardWriter(out_dir / f"{prefix}-{len(records):05d}.parquet", t.schema)
+            before = sizes[start - 1] if start else 0
+            room_bytes = max_bytes - writer.text_bytes
+            fit = int(np.searchsorted(sizes[start:] - before, room_bytes, side="right"))
+            n = min(max_rows - writer.rows, fit, t.num_rows - start)
+            if n == 0 and writer.rows == 0:
+                n = 1  # one oversized document: it still gets written
+            if n > 0:
+                writer.write(t.slice(start, n))
+                start += n
+            if writer.rows >= max_rows or n == 0 or writer.text_bytes >= max_bytes:
                 records.append(writer.close())
                 writer = None
     if writer is not None:

@@ -1,0 +1,99 @@
+"""The stage contract: manifests, stale-input refusal, atomic commit and resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from conftest import run_script
+from dataprep.errors import StageError
+from dataprep.manifest import check_input, read_manifest
+from dataprep.shards import list_shards, read_table, write_table
+from dataprep.stage import StageRun
+
+
+def _raw(tmp_path: Path, rows: int) -> Path:
+    src = tmp_path / "src.jsonl"
+    src.write_text("".join(json.dumps({"text": f"document number {i} " * 20}) + "\n"
+                           for i in range(rows)))
+    out = tmp_path / "data" / "raw"
+    run_script("download_data.py", "--input", src, "--output", out, "--shard-rows", 10)
+    return out
+
+
+def _downstream(raw: Path, out: Path, name="clean") -> dict:
+    """A minimal stage: copy the input shards through StageRun, as every stage does."""
+    run = StageRun(name, out, {"copy": True}, input_manifest=raw / "manifest.json")
+    recs = [write_table(run.staging / s.name, read_table(s)) for s in list_shards(raw)]
+    return run.commit(recs, {"docs_in": 1, "docs_out": 1, "bytes_in": 0, "bytes_out": 0,
+                             "removed": {}})
+
+
+def test_manifest_records_config_fingerprint_counts_timings(tmp_path):
+    raw = _raw(tmp_path, 25)
+    m = _downstream(raw, tmp_path / "data" / "cleaned")
+    up = read_manifest(raw / "manifest.json")
+    assert m["input"]["fingerprint"] == up["output_fingerprint"]
+    assert m["input"]["manifest"] == "../raw/manifest.json"
+    assert m["config"] == {"copy": True} and "total" in m["timings"]
+    assert [f["name"] for f in m["files"]] == [s.name for s in list_shards(raw)]
+    assert all(len(f["xxh3_128"]) == 32 for f in m["files"])
+
+
+def test_missing_manifest_is_refused_naming_the_stage(tmp_path):
+    raw = _raw(tmp_path, 5)
+    (raw / "manifest.json").unlink()
+    with pytest.raises(StageError, match="rerun download_data.py"):
+        _downstream(raw, tmp_path / "data" / "cleaned")
+
+
+def test_rerun_upstream_makes_downstream_stale(tmp_path):
+    raw = _raw(tmp_path, 25)
+    cleaned = tmp_path / "data" / "cleaned"
+    _downstream(raw, cleaned)
+    check_input(cleaned / "manifest.json")  # fresh: accepted
+    # rerun the upstream stage with another setting: its output changes
+    src = tmp_path / "src.jsonl"
+    cp = run_script("download_data.py", "--input", src, "--output", raw, "--shard-rows", 7)
+    assert "data/cleaned was built from the previous output and is now stale" in cp.stderr
+    with pytest.raises(StageError, match=r"cleaned is stale: .* rerun clean.py"):
+        check_input(cleaned / "manifest.json")
+    # and a third stage reading the stale folder is refused too, naming the stage to rerun
+    with pytest.raises(StageError, match="rerun clean.py"):
+        _downstream(cleaned, tmp_path / "data" / "dedup_exact", name="dedup_exact")
+
+
+def test_identical_rerun_keeps_downstream_fresh(tmp_path):
+    raw = _raw(tmp_path, 25)
+    cleaned = tmp_path / "data" / "cleaned"
+    _downstream(raw, cleaned)
+    run_script("download_data.py", "--input", tmp_path / "src.jsonl", "--output", raw,
+               "--shard-rows", 10)
+    check_input(cleaned / "manifest.json")  # same bytes, same fingerprint: still fresh
+
+
+def test_edited_output_file_is_detected(tmp_path):
+    raw = _raw(tmp_path, 25)
+    shard = list_shards(raw)[0]
+    write_table(shard, pa.table({"id": ["x"], "text": ["tampered"], "source": ["s"]}))
+    with pytest.raises(StageError, match="changed size"):
+        check_input(raw / "manifest.json")
+
+
+def test_uncommitted_run_leaves_previous_output_and_resumes(tmp_path):
+    raw = _raw(tmp_path, 25)
+    out = tmp_path / "data" / "cleaned"
+    first = _downstream(raw, out)
+    # a run that dies before commit: staging holds partial work, the output is untouched
+    run = StageRun("clean", out, {"copy": True, "threshold": 2}, input_manifest=raw / "manifest.json")
+    (run.staging / "part-done.marker").write_text("finished task")
+    assert read_manifest(out / "manifest.json") == first
+    # same config again: the staging folder is reused (resume) ...
+    again = StageRun("clean", out, {"copy": True, "threshold": 2}, input_manifest=raw / "manifest.json")
+    assert again.resumed and (again.staging / "part-done.marker").exists()
+    # ... another config starts afresh
+    other = StageRun("clean", out, {"copy": True, "threshold": 3}, input_manifest=raw / "manifest.json")
+    assert not other.resumed and not (other.staging / "part-done.marker").exists()
