@@ -49,8 +49,8 @@ def fn_ref(fn: Callable) -> str:
 class ShardTask:
     """A datatrove pipeline step that calls `fn(rank, world_size, **kwargs)` for its task."""
 
-    def __init__(self, ref: str, kwargs: dict, name: str, sys_path: list[str]):
-        self.ref, self.kwargs, self.name, self.sys_path = ref, kwargs, name, sys_path
+    def __init__(self, ref: str, kwargs: dict, name: str, sys_path: list[str], cwd: str):
+        self.ref, self.kwargs, self.name, self.sys_path, self.cwd = ref, kwargs, name, sys_path, cwd
 
     def __repr__(self) -> str:
         return f"ShardTask({self.name}: {self.ref})"
@@ -59,6 +59,9 @@ class ShardTask:
         for p in self.sys_path:
             if p not in sys.path:
                 sys.path.insert(0, p)
+        # Ray and Slurm workers start elsewhere: relative paths are the driver's
+        if os.getcwd() != self.cwd:
+            os.chdir(self.cwd)
         module, _, func = self.ref.partition(":")
         fn = getattr(importlib.import_module(module), func)
         fn(rank=rank, world_size=world_size, **self.kwargs)
@@ -108,6 +111,7 @@ def build_executor(step: ShardTask, tasks: int, args: argparse.Namespace, loggin
                                  "(the address of a running Ray cluster)")
             try:
                 ray.init(address=addr, log_to_driver=verbose,
+                         logging_level="INFO" if verbose else "WARNING",
                          runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(step.sys_path)}})
             except Exception as e:  # ray raises many types for an unreachable cluster
                 raise StageError(f"cannot connect to Ray at {addr}: {str(e).splitlines()[0]}") from None
@@ -118,11 +122,15 @@ def build_executor(step: ShardTask, tasks: int, args: argparse.Namespace, loggin
         from datatrove.executor import SlurmPipelineExecutor
         if not args.slurm_partition:
             raise StageError("--executor slurm needs --slurm-partition")
+        activate = Path(sys.prefix) / "bin" / "activate"
+        env = [f"source {activate}"] if activate.exists() else []
+        env += [f"export PYTHONPATH={os.pathsep.join(step.sys_path)}${{PYTHONPATH:+:$PYTHONPATH}}",
+                f"cd {step.cwd}"]
         return SlurmPipelineExecutor(
-            pipeline=[step], tasks=tasks, workers=workers, logging_dir=str(logging_dir),
+            pipeline=[step], tasks=tasks, workers=workers, logging_dir=str(logging_dir.resolve()),
             partition=args.slurm_partition, time=args.slurm_time, cpus_per_task=args.slurm_cpus,
-            job_name=args.slurm_job_name or name, skip_completed=True,
-            sbatch_args={"wait": ""},
+            job_name=args.slurm_job_name or name, skip_completed=True, mail_type="NONE",
+            env_command=" && ".join(env),
         )
     raise StageError(f"unknown executor {kind!r}")
 
@@ -133,10 +141,10 @@ def run_tasks(fn: Callable, tasks: int, args: argparse.Namespace, logging_dir: P
     if tasks <= 0:
         return
     sys_path = [str(Path(__file__).resolve().parent.parent)]
-    step = ShardTask(fn_ref(fn), kwargs, name, sys_path)
+    step = ShardTask(fn_ref(fn), kwargs, name, sys_path, os.getcwd())
     logging_dir = Path(logging_dir)
-    ex = build_executor(step, tasks, args, logging_dir, name)
     _quiet(getattr(args, "verbose", False))
+    ex = build_executor(step, tasks, args, logging_dir, name)
     stop = threading.Event()
     bar = None
     if progress and tasks > 1:
@@ -144,26 +152,51 @@ def run_tasks(fn: Callable, tasks: int, args: argparse.Namespace, logging_dir: P
         bar.start()
     try:
         ex.run()
+        if getattr(args, "executor", "local") == "slurm":
+            _wait_for_slurm(ex, logging_dir, tasks, name)
     finally:
         stop.set()
         if bar:
             bar.join()
-    done = len(list((logging_dir / "completions").glob("*"))) if (logging_dir / "completions").exists() else 0
-    if done < tasks and getattr(args, "executor", "local") != "slurm":
-        raise StageError(f"{name}: only {done} of {tasks} tasks finished; see {logging_dir}/logs and rerun to resume")
+    done = _completed(logging_dir)
+    if done < tasks:
+        raise StageError(f"{name}: only {done} of {tasks} tasks finished; "
+                         f"see {logging_dir}/logs and rerun to resume")
+
+
+def _completed(logging_dir: Path) -> int:
+    comp = Path(logging_dir) / "completions"
+    return len(list(comp.iterdir())) if comp.exists() else 0
+
+
+def _wait_for_slurm(ex, logging_dir: Path, tasks: int, name: str, poll: float = 10.0) -> None:
+    """sbatch returns at once: wait until every task has marked itself complete, or the
+    job has left the queue (then the missing tasks failed)."""
+    import subprocess
+    import time
+
+    job = getattr(ex, "job_id", None)
+    while _completed(logging_dir) < tasks:
+        if job in (None, -1):
+            return
+        try:
+            q = subprocess.run(["squeue", "-h", "-j", str(job)], capture_output=True, text=True)
+            queued = bool(q.stdout.strip())
+        except FileNotFoundError:
+            queued = False
+        if not queued and _completed(logging_dir) < tasks:
+            return  # the caller reports the missing tasks
+        time.sleep(poll)
 
 
 def _progress(logging_dir: Path, tasks: int, name: str, stop: threading.Event) -> None:
     from tqdm import tqdm
 
-    comp = logging_dir / "completions"
     with tqdm(total=tasks, desc=name, unit="task", leave=False, disable=None) as bar:
         while True:
-            n = len(list(comp.glob("*"))) if comp.exists() else 0
-            bar.update(n - bar.n)
+            bar.update(_completed(logging_dir) - bar.n)
             if stop.wait(0.5):
-                n = len(list(comp.glob("*"))) if comp.exists() else 0
-                bar.update(n - bar.n)
+                bar.update(_completed(logging_dir) - bar.n)
                 return
 
 
