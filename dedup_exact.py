@@ -1,0 +1,409 @@
+"""Step 3a (tutorial section 3.2): remove documents that are exactly the same.
+
+    python dedup_exact.py                                  # data/cleaned -> data/dedup_exact
+    python dedup_exact.py --input data/cleaned --output data/dedup_exact --workers 8
+    python dedup_exact.py --memory-budget 4GB              # spill to disk beyond 4 GB
+
+Two documents are "the same" when their normalised texts are equal: whitespace runs
+collapsed to one space and everything lowercased (section 3.2: otherwise one extra space
+makes a reprinted page look new). Each normalised text is hashed to a 128-bit digest
+(xxh3-128), kept as two uint64 integers, never as a hex string. Of each group of equal
+digests the first occurrence is kept, in the corpus's defined order (shard order, then
+row order), so the output does not depend on --workers.
+
+The tutorial keeps digests in a Python set, about 100 bytes per document (1 GB per 10M
+documents). Here the driver holds at most 32 bytes per document: digests as two uint64
+columns plus the document's global index (24 bytes) and the sort permutation (8 bytes).
+When that would exceed --memory-budget, the digests are hash-partitioned into spill files
+on disk and each partition is deduplicated alone: equal digests always land in the same
+partition, so the result is the same.
+
+Phases (each runs through the datatrove executor, tasks fixed by the data):
+  1. hash      one task per shard: digest of every document -> _work/hash/XXXXX.npy
+  2. select    driver: sort the digests, mark every occurrence after the first
+  3. filter    one task per shard: copy the kept rows -> part-XXXXX.parquet
+
+Clean runs before dedup (section 3.7): cleaning can turn two different pages into the
+same text, and only a later dedup can catch that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import xxhash
+
+from dataprep import layout
+from dataprep.errors import StageError, run_stage
+from dataprep.executor import add_executor_args, load_task_results, run_tasks, save_task_result
+from dataprep.report import human_bytes, markdown_table, pct, save_report, table
+from dataprep.shards import (filter_shard, iter_batches, list_shards, open_shard, read_table,
+                             write_table)
+from dataprep.stage import StageRun
+
+WORK = "_work"
+BYTES_PER_DOC = 32          # hi + lo + global index (24) + sort permutation (8)
+SPILL_RECORD = np.dtype([("hi", "<u8"), ("lo", "<u8"), ("idx", "<i8")])
+SNIPPET = 160
+
+
+# --------------------------------------------------------------------------------------
+# Normalisation and digests. normalise() is defined here, once; dedup_minhash imports it.
+# --------------------------------------------------------------------------------------
+
+def normalise(text: str | None) -> str:
+    """Collapse every whitespace run to one space and lowercase (section 3.2)."""
+    return " ".join((text or "").split()).lower()
+
+
+def digest(text: str | None) -> bytes:
+    """The 16-byte (128-bit) digest of a document's normalised text."""
+    return xxhash.xxh3_128_digest(normalise(text).encode("utf-8"))
+
+
+def digests_to_array(digests: list[bytes]) -> np.ndarray:
+    """16-byte digests -> an (n, 2) uint64 array (hi, lo): two integers, never hex."""
+    if not digests:
+        return np.zeros((0, 2), dtype=np.uint64)
+    return np.frombuffer(b"".join(digests), dtype=">u8").astype(np.uint64).reshape(-1, 2)
+
+
+# --------------------------------------------------------------------------------------
+# Small helpers both dedup stages use: global document index <-> (shard, row).
+# --------------------------------------------------------------------------------------
+
+def shard_rows(shards: list[Path]) -> np.ndarray:
+    """Row count of each shard, from the parquet footers (no data read)."""
+    return np.array([open_shard(s).metadata.num_rows for s in shards], dtype=np.int64)
+
+
+def shard_offsets(rows: np.ndarray) -> np.ndarray:
+    """offsets[i] = global index of shard i's first row; offsets[-1] = total documents."""
+    off = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(rows, out=off[1:])
+    return off
+
+
+def locate(offsets: np.ndarray, gidx) -> tuple[np.ndarray, np.ndarray]:
+    """Global indices -> (shard, row)."""
+    gidx = np.asarray(gidx, dtype=np.int64)
+    shard = np.searchsorted(offsets, gidx, side="right") - 1
+    return shard, gidx - offsets[shard]
+
+
+def fetch_rows(shards: list[Path], offsets: np.ndarray, gidx, column: str) -> list:
+    """Values of `column` for the given global indices (reads only the shards involved)."""
+    gidx = np.asarray(gidx, dtype=np.int64)
+    out: list = [None] * len(gidx)
+    if len(gidx) == 0:
+        return out
+    shard, row = locate(offsets, gidx)
+    for s in np.unique(shard):
+        sel = np.nonzero(shard == s)[0]
+        col = read_table(shards[s], columns=[column]).column(column)
+        vals = col.take(pa.array(row[sel])).to_pylist()
+        for i, v in zip(sel, vals):
+            out[i] = v
+    return out
+
+
+def save_npy(path: str | os.PathLike, arr: np.ndarray) -> None:
+    """np.save via a temporary name, so a killed task never leaves a half file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.npy")
+    np.save(tmp, arr)
+    os.replace(tmp, path)
+
+
+def parse_size(s: str) -> int:
+    """'2GB', '512MB', '100KB', '1000' -> bytes."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]?I?B?)\s*", s.upper())
+    if not m:
+        raise StageError(f"--memory-budget {s!r}: expected a size like 2GB, 512MB or 1000000")
+    mult = {"": 1, "B": 1, "K": 1e3, "KB": 1e3, "M": 1e6, "MB": 1e6, "G": 1e9, "GB": 1e9,
+            "T": 1e12, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+    unit = m.group(2)
+    if unit not in mult:
+        raise StageError(f"--memory-budget {s!r}: unknown unit {unit!r}")
+    n = int(float(m.group(1)) * mult[unit])
+    if n <= 0:
+        raise StageError(f"--memory-budget {s!r} must be positive")
+    return n
+
+
+def snippet(text: str | None, n: int = SNIPPET) -> str:
+    t = " ".join((text or "").split())
+    return t if len(t) <= n else t[:n] + "..."
+
+
+# --------------------------------------------------------------------------------------
+# Phase 1: digest every document of one shard.
+# --------------------------------------------------------------------------------------
+
+def hash_task(rank: int, world_size: int, shards: list[str], staging: str) -> None:
+    src = shards[rank]
+    out = Path(staging) / WORK / "hash" / f"{rank:05d}.npy"
+    digests: list[bytes] = []
+    nbytes = 0
+    for batch in iter_batches(src, columns=["text"]):
+        for t in batch.column(0).to_pylist():
+            digests.append(digest(t))
+            nbytes += len(t.encode("utf-8")) if t else 0
+    save_npy(out, digests_to_array(digests))
+    save_task_result(staging, "hash", rank, {"docs": len(digests), "bytes": nbytes})
+
+
+# --------------------------------------------------------------------------------------
+# Phase 2: first occurrence per digest, on the driver, in at most 32 bytes per document.
+# --------------------------------------------------------------------------------------
+
+def first_occurrences(hi: np.ndarray, lo: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For records (hi, lo, idx) with idx increasing, return (dup_idx, kept_idx):
+    every record whose digest was already seen, and the idx of that digest's first record.
+
+    np.lexsort is stable, so within a run of equal digests the records stay in idx
+    order and the run's first record is the first occurrence.
+    """
+    order = np.lexsort((lo, hi))
+    return _mark_dups(hi, lo, idx, order)
+
+
+def _mark_dups(hi, lo, idx, order):
+    # walk the sorted order in chunks so no full-length temporary copy is made
+    dups, kept = [], []
+    chunk = 1 << 20
+    prev_hi = prev_lo = None
+    run_first = -1
+    for start in range(0, len(order), chunk):
+        o = order[start:start + chunk]
+        h, l, ix = hi[o], lo[o], idx[o]
+        same = np.empty(len(o), dtype=bool)
+        same[1:] = (h[1:] == h[:-1]) & (l[1:] == l[:-1])
+        same[0] = prev_hi is not None and h[0] == prev_hi and l[0] == prev_lo
+        # the first record of each run of equal digests: the kept one
+        starts = np.nonzero(~same)[0]
+        run_id = np.cumsum(~same) - 1
+        firsts = ix[starts]
+        if same[0]:  # this chunk continues the previous chunk's run
+            firsts = np.concatenate([[run_first], firsts])
+            run_id = run_id + 1
+        d = np.nonzero(same)[0]
+        dups.append(ix[d])
+        kept.append(firsts[run_id[d]])
+        prev_hi, prev_lo, run_first = h[-1], l[-1], firsts[run_id[-1]]
+    if not dups:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return np.concatenate(dups).astype(np.int64), np.concatenate(kept).astype(np.int64)
+
+
+def partitions_needed(total_docs: int, budget: int) -> int:
+    """How many hash partitions keep each one within the memory budget (with 2x slack)."""
+    need = total_docs * BYTES_PER_DOC
+    if need <= budget:
+        return 1
+    return 2 * math.ceil(need / budget)
+
+
+def select_first(hash_files: list[Path], offsets: np.ndarray, budget: int,
+                 spill_dir: Path) -> tuple[np.ndarray, np.ndarray, int]:
+    """All duplicates (global index) and the global index of the copy kept for each,
+    sorted by duplicate index. Returns (dup, kept, partitions)."""
+    total = int(offsets[-1])
+    parts = partitions_needed(total, budget)
+    if parts == 1:
+        hl = np.concatenate([np.load(f) for f in hash_files]) if hash_files else np.zeros((0, 2), np.uint64)
+        hi, lo = np.ascontiguousarray(hl[:, 0]), np.ascontiguousarray(hl[:, 1])
+        del hl
+        dup, kept = first_occurrences(hi, lo, np.arange(total, dtype=np.int64))
+    else:
+        dup, kept = _select_spilled(hash_files, offsets, parts, spill_dir)
+    order = np.argsort(dup, kind="stable")
+    return dup[order], kept[order], parts
+
+
+def _select_spilled(hash_files, offsets, parts, spill_dir: Path):
+    """Hash-partition the digests into spill files, then dedup each partition alone."""
+    shutil.rmtree(spill_dir, ignore_errors=True)
+    spill_dir.mkdir(parents=True)
+    files = [open(spill_dir / f"part-{p:05d}.bin", "wb") for p in range(parts)]
+    try:
+        for s, f in enumerate(hash_files):
+            hl = np.load(f, mmap_mode="r")
+            rec = np.empty(len(hl), dtype=SPILL_RECORD)
+            rec["hi"], rec["lo"] = hl[:, 0], hl[:, 1]
+            rec["idx"] = np.arange(offsets[s], offsets[s + 1], dtype=np.int64)
+            p = (rec["hi"] % np.uint64(parts)).astype(np.int64)
+            order = np.argsort(p, kind="stable")   # keeps idx increasing inside a partition
+            bounds = np.searchsorted(p[order], np.arange(parts + 1))
+            for q in range(parts):
+                rec[order[bounds[q]:bounds[q + 1]]].tofile(files[q])
+    finally:
+        for fh in files:
+            fh.close()
+    dups, kept = [], []
+    for q in range(parts):
+        rec = np.fromfile(spill_dir / f"part-{q:05d}.bin", dtype=SPILL_RECORD)
+        d, k = first_occurrences(np.ascontiguousarray(rec["hi"]), np.ascontiguousarray(rec["lo"]),
+                                 np.ascontiguousarray(rec["idx"]))
+        dups.append(d)
+        kept.append(k)
+        del rec
+        (spill_dir / f"part-{q:05d}.bin").unlink()
+    shutil.rmtree(spill_dir, ignore_errors=True)
+    return np.concatenate(dups), np.concatenate(kept)
+
+
+# --------------------------------------------------------------------------------------
+# Phase 3: copy the kept rows of one shard.
+# --------------------------------------------------------------------------------------
+
+def filter_task(rank: int, world_size: int, shards: list[str], names: list[str],
+                offsets: list[int], staging: str) -> None:
+    dup = np.load(Path(staging) / WORK / "dup.npy", mmap_mode="r")
+    lo, hi = offsets[rank], offsets[rank + 1]
+    a, b = np.searchsorted(dup, [lo, hi])
+    keep = np.ones(hi - lo, dtype=bool)
+    keep[np.asarray(dup[a:b]) - lo] = False
+    rec = filter_shard(shards[rank], Path(staging) / names[rank], keep)
+    save_task_result(staging, "filter", rank, rec)
+
+
+# --------------------------------------------------------------------------------------
+# Report.
+# --------------------------------------------------------------------------------------
+
+def largest_groups(kept: np.ndarray, n: int = 5) -> list[tuple[int, int]]:
+    """(kept global index, copies including the kept one) of the n largest groups."""
+    if len(kept) == 0:
+        return []
+    first, counts = np.unique(kept, return_counts=True)
+    order = np.lexsort((first, -counts))[:n]  # biggest first, ties by corpus order
+    return [(int(first[i]), int(counts[i]) + 1) for i in order]
+
+
+def build_report(shards, offsets, dup, kept, counts, staging: Path, partitions: int) -> str:
+    """Save report/removed.parquet and report/dedup_exact_stats.{json,md}; return the text."""
+    rep = staging / "report"
+    rep.mkdir(exist_ok=True)
+    ids = fetch_rows(shards, offsets, dup, "id")
+    kept_ids = fetch_rows(shards, offsets, kept, "id")
+    s, r = locate(offsets, dup)
+    write_table(rep / "removed.parquet", pa.table({
+        "id": pa.array(ids, pa.string()), "kept_id": pa.array(kept_ids, pa.string()),
+        "shard": pa.array(s, pa.int32()), "row": pa.array(r, pa.int64())}))
+
+    groups = largest_groups(kept)
+    g_text = fetch_rows(shards, offsets, [g for g, _ in groups], "text")
+    g_ids = fetch_rows(shards, offsets, [g for g, _ in groups], "id")
+    group_rows = [[i, c, snippet(t, 70)] for (g, c), i, t in zip(groups, g_ids, g_text)]
+    ex_n = min(5, len(dup))
+    ex_text = fetch_rows(shards, offsets, dup[:ex_n], "text")
+    examples = [{"id": ids[i], "kept_id": kept_ids[i], "text": snippet(ex_text[i])} for i in range(ex_n)]
+
+    c = counts
+    rows = [["documents", c["docs_in"], c["docs_out"], pct(c["docs_out"], c["docs_in"])],
+            ["bytes", human_bytes(c["bytes_in"]), human_bytes(c["bytes_out"]),
+             pct(c["bytes_out"], c["bytes_in"])]]
+    head = ["dedup_exact", "before", "after", "kept"]
+    text = table(head, rows)
+    text += f"\nremoved {c['removed']['exact_duplicate']:,} exact duplicates " \
+            f"({pct(c['removed']['exact_duplicate'], c['docs_in'])}) in {c['dup_groups']:,} groups"
+    if partitions > 1:
+        text += f"; digests spilled to disk in {partitions} hash partitions"
+    if group_rows:
+        text += "\n\nlargest duplicate groups:\n" + table(["kept id", "copies", "text"], group_rows)
+    md = "# dedup_exact\n\n" + markdown_table(head, rows)
+    md += f"\n\nRemoved {c['removed']['exact_duplicate']:,} exact duplicates in {c['dup_groups']:,} groups.\n"
+    if group_rows:
+        md += "\n## Largest duplicate groups\n\n" + markdown_table(["kept id", "copies", "text"], group_rows)
+    if examples:
+        md += "\n\n## Removed examples\n\n" + markdown_table(
+            ["removed id", "kept id", "text"], [[e["id"], e["kept_id"], e["text"]] for e in examples])
+    save_report(rep, "dedup_exact_stats", {
+        **c, "partitions": partitions,
+        "largest_groups": [{"kept_id": r[0], "copies": r[1], "text": r[2]} for r in group_rows],
+        "examples": examples}, md)
+    return text
+
+
+# --------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--input", default=str(layout.CLEANED), help="default: data/cleaned")
+    p.add_argument("--output", default=str(layout.DEDUP_EXACT), help="default: data/dedup_exact")
+    p.add_argument("--memory-budget", default="2GB",
+                   help="driver memory for digests (32 bytes/document); beyond it, spill "
+                        "hash partitions to disk (default 2GB). Never changes the output")
+    add_executor_args(p)
+    args = p.parse_args(argv)
+    budget = parse_size(args.memory_budget)
+    if args.workers < 1:
+        raise StageError("--workers must be at least 1")
+    inp, out = Path(args.input), Path(args.output)
+    if inp.resolve() == out.resolve():
+        raise StageError(f"--output {out} is the input folder; choose another")
+    shards = list_shards(inp)
+    config = {"normalise": "collapse whitespace, lowercase", "digest": "xxh3_128"}
+    run = StageRun("dedup_exact", out, config, input_manifest=inp / "manifest.json")
+    if run.resumed:
+        print(f"resuming in {run.staging}", file=sys.stderr)
+    rows = shard_rows(shards)
+    offsets = shard_offsets(rows)
+    names = [s.name for s in shards]
+    staging = run.staging
+    work = staging / WORK
+
+    with run.phase("hash"):
+        run_tasks(hash_task, len(shards), args, run.logging_dir("hash"), "hash",
+                  shards=[str(s) for s in shards], staging=str(staging))
+    hashed = load_task_results(staging, "hash", len(shards))
+
+    with run.phase("select"):
+        if (work / "dup.npy").exists() and (work / "kept.npy").exists():
+            dup, kept = np.load(work / "dup.npy"), np.load(work / "kept.npy")
+            partitions = int(np.load(work / "partitions.npy"))
+        else:
+            files = [work / "hash" / f"{i:05d}.npy" for i in range(len(shards))]
+            dup, kept, partitions = select_first(files, offsets, budget, work / "spill")
+            save_npy(work / "kept.npy", kept)
+            save_npy(work / "partitions.npy", np.array(partitions))
+            save_npy(work / "dup.npy", dup)  # last: its presence marks the phase done
+
+    with run.phase("filter"):
+        run_tasks(filter_task, len(shards), args, run.logging_dir("filter"), "filter",
+                  shards=[str(s) for s in shards], names=names,
+                  offsets=[int(x) for x in offsets], staging=str(staging))
+    records = load_task_results(staging, "filter", len(shards))
+
+    counts = {
+        "docs_in": int(offsets[-1]), "docs_out": sum(r["rows"] for r in records),
+        "bytes_in": sum(h["bytes"] for h in hashed), "bytes_out": sum(r["text_bytes"] for r in records),
+        "removed": {"exact_duplicate": int(len(dup))},
+        "dup_groups": int(len(np.unique(kept))),
+    }
+    if counts["docs_in"] != counts["docs_out"] + len(dup):
+        raise StageError(f"internal error: {counts['docs_in']} in != {counts['docs_out']} out "
+                         f"+ {len(dup)} removed")
+    with run.phase("report"):
+        text = build_report(shards, offsets, dup, kept, counts, staging, partitions)
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(staging / "_results", ignore_errors=True)
+    run.commit(records, counts)
+    print(text)
+    print(f"wrote {out}/ ({len(records)} shards), {out}/report/ and {out}/manifest.json")
+    return 0
+
+
+if __name__ == "__main__":
+    run_stage(main)
