@@ -22,3 +22,134 @@ def load_tokenizer(path: str | os.PathLike):
         return Tokenizer.from_file(str(p))
     except Exception as e:  # tokenizers raises plain Exception subclasses
         raise StageError(f"{p}: not a valid tokenizer.json ({str(e).splitlines()[0]})") from None
+
+
+# --------------------------------------------------------------------------------------
+# What the packer needs: the tokenizer's identity, the uint16 limit, and fast encoding.
+# --------------------------------------------------------------------------------------
+
+UINT16_LIMIT = 1 << 16  # ids are stored as uint16 in train.bin (tutorial 4.6)
+
+# GPT-2's split pattern: the regex HF's ByteLevel pre-tokenizer applies (use_regex=True).
+GPT2_PATTERN = (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+"
+                r"|\s+(?!\S)|\s+")
+
+
+def tokenizer_hash(path: str | os.PathLike) -> str:
+    """xxh3-128 of tokenizer.json's bytes: packed ids only mean something with this file."""
+    from .shards import file_digest
+
+    return file_digest(path)
+
+
+def max_token_id(tok) -> int:
+    """The largest id the tokenizer can emit (model vocabulary and added tokens)."""
+    return max(tok.get_vocab(with_added_tokens=True).values())
+
+
+def check_fits_uint16(tok, path: str | os.PathLike) -> None:
+    """Refuse a vocabulary whose largest id does not fit in uint16 (tutorial 4.6)."""
+    top = max_token_id(tok)
+    if top >= UINT16_LIMIT:
+        raise StageError(f"{path}: largest token id {top:,} does not fit in uint16 "
+                         f"(max {UINT16_LIMIT - 1:,}); train a vocabulary below 65,536 "
+                         "(train_tokenizer.py --vocab-size) or store the ids as uint32")
+
+
+def eos_id(tok, path: str | os.PathLike = "tokenizer.json") -> int:
+    i = tok.token_to_id(EOS_TOKEN)
+    if i is None:
+        raise StageError(f"{path}: no {EOS_TOKEN} token; train the tokenizer with "
+                         "SPECIAL_TOKENS (train_tokenizer.py)")
+    return i
+
+
+def ordinary_tokenizer(tok):
+    """A copy of `tok` that encodes document text only: its added (special) tokens are
+    dropped, so a literal "<|endoftext|>" inside a document becomes ordinary byte-level
+    tokens and the only EOS ids in train.bin are the ones the packer appends (5.3).
+    Ids are unchanged: the special tokens stay in the model's vocabulary."""
+    import json
+
+    from tokenizers import Tokenizer
+
+    spec = json.loads(tok.to_str())
+    spec["added_tokens"] = []
+    return Tokenizer.from_str(json.dumps(spec))
+
+
+def _byte_decoder() -> dict[str, int]:
+    """GPT-2's byte-to-unicode map, reversed: the printable character HF's ByteLevel
+    stores in the vocabulary for each byte -> the byte."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) \
+        + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+def tiktoken_unsupported(tok) -> str | None:
+    """Why `tok` cannot be converted to tiktoken (None when it can).
+
+    The conversion is exact only for a plain byte-level BPE: no normalizer, a ByteLevel
+    pre-tokenizer with GPT-2's regex and no prefix space, and a BPE model without
+    dropout, subword prefixes/suffixes or byte fallback."""
+    import json
+
+    spec = json.loads(tok.to_str())
+    model = spec.get("model") or {}
+    pre = spec.get("pre_tokenizer") or {}
+    if model.get("type") != "BPE":
+        return f"model is {model.get('type')}, not BPE"
+    for key in ("dropout", "continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(key):
+            return f"BPE {key}={model[key]!r}"
+    if model.get("byte_fallback"):
+        return "BPE byte_fallback"
+    if spec.get("normalizer"):
+        return f"normalizer {spec['normalizer'].get('type')}"
+    if pre.get("type") != "ByteLevel":
+        return f"pre-tokenizer is {pre.get('type')}, not ByteLevel"
+    if pre.get("add_prefix_space"):
+        return "ByteLevel add_prefix_space=True"
+    if not pre.get("use_regex", True):
+        return "ByteLevel use_regex=False"
+    return None
+
+
+def to_tiktoken(tok, name: str = "dataprep"):
+    """The same vocabulary as a tiktoken Encoding, or None when it does not convert.
+
+    tiktoken's BPE merges by the rank of the merged token; an HF-trained BPE adds tokens
+    in merge order, so using each token's id as its rank reproduces HF's merges (ANCHORS:
+    identical ids on 7,891 documents). Tokens are turned back into bytes with the GPT-2
+    byte map; the special tokens keep their ids. Callers still compare ids on real text
+    (pack_parallel.py does at start) because the equivalence is empirical, not proven.
+    """
+    import tiktoken
+
+    if tiktoken_unsupported(tok):
+        return None
+    dec = _byte_decoder()
+    added = {t.content for t in tok.get_added_tokens_decoder().values()}
+    ranks: dict[bytes, int] = {}
+    for token, i in tok.get_vocab(with_added_tokens=False).items():
+        if token in added:
+            continue
+        try:
+            ranks[bytes(dec[c] for c in token)] = i
+        except KeyError:  # a character outside the byte map: not a byte-level vocabulary
+            return None
+    if len(ranks) < 256 or any(bytes([b]) not in ranks for b in range(256)):
+        return None  # tiktoken needs every single byte as a token
+    special = {t.content: i for i, t in tok.get_added_tokens_decoder().items()}
+    try:
+        return tiktoken.Encoding(name, pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
+                                 special_tokens=special)
+    except Exception:  # duplicate ranks and similar: fall back to HF
+        return None
