@@ -67,6 +67,7 @@ class StageRun:
 
     # -- staging -----------------------------------------------------------------------
     def _prepare(self) -> None:
+        self._recover()
         keyfile = self.staging / RUN_KEY
         if self.staging.exists():
             try:
@@ -125,20 +126,41 @@ class StageRun:
         note_stale_downstream(self.output / self.manifest_name, manifest["output_fingerprint"])
         return manifest
 
-    def _commit_dir(self) -> None:
+    def _keep_logs(self) -> None:
+        """datatrove's task logs move to data/logs/<stage>/, out of the output itself."""
         logs = self.staging / "_logs"
-        keep_logs = self.output.parent / "logs" / self.stage
+        keep_logs = (self.output if self.files_into else self.output.parent) / "logs" / self.stage
         if logs.exists():
             shutil.rmtree(keep_logs, ignore_errors=True)
             keep_logs.parent.mkdir(parents=True, exist_ok=True)
             os.replace(logs, keep_logs)
-        (self.staging / RUN_KEY).unlink(missing_ok=True)
-        old = self.output.parent / f".{self.output.name}.old"
+
+    def _commit_dir(self) -> None:
+        self._keep_logs()
+        old = self._old()
         if old.exists():
             shutil.rmtree(old)
         if self.output.exists():
-            os.replace(self.output, old)
+            os.replace(self.output, old)   # a crash from here on is mended by _recover()
         os.replace(self.staging, self.output)
+        (self.output / RUN_KEY).unlink(missing_ok=True)
+        if old.exists():
+            shutil.rmtree(old)
+
+    def _old(self) -> Path:
+        return self.output.parent / f".{self.output.name}.old"
+
+    def _recover(self) -> None:
+        """Finish or undo a commit that a crash interrupted between its two renames."""
+        old = self._old()
+        if self.files_into or not old.exists():
+            return
+        if not self.output.exists():
+            if (self.staging / self.manifest_name).exists():
+                os.replace(self.staging, self.output)      # the new output was complete
+                (self.output / RUN_KEY).unlink(missing_ok=True)
+            else:
+                os.replace(old, self.output)               # bring the previous one back
         if old.exists():
             shutil.rmtree(old)
 
@@ -146,6 +168,7 @@ class StageRun:
         """Move single files into an existing folder, each with one atomic rename; the
         manifest goes last, so a reader that trusts the manifest never sees a half set."""
         self.output.mkdir(parents=True, exist_ok=True)
+        self._keep_logs()
         old_manifest = self.output / self.manifest_name
         if old_manifest.exists():
             old_manifest.unlink()  # the old set is incomplete from here on: say so first

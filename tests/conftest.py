@@ -45,3 +45,52 @@ def layout_copy(sample_layout, tmp_path) -> Path:
     d = tmp_path / "data"
     shutil.copytree(sample_layout, d)
     return d
+
+
+# The pipeline in order: (script, input under data/, output under data/, extra flags).
+# The tokenizer is trained with a small vocabulary: the sample is only a few MB.
+PIPELINE = [
+    ("clean.py", "raw", "cleaned", []),
+    ("dedup_exact.py", "cleaned", "dedup_exact", []),
+    ("dedup_minhash.py", "dedup_exact", "dedup", []),
+    ("train_tokenizer.py", "dedup", "tokenizer", ["--vocab-size", "2000"]),
+    ("pack_parallel.py", "dedup", ".", ["--tokenizer", "{data}/tokenizer/tokenizer.json"]),
+]
+
+
+def stage_args(data: Path, script: str, *extra: str) -> list[str]:
+    """The command-line arguments that run `script` on the layout under `data`."""
+    for s, inp, out, flags in PIPELINE:
+        if s == script:
+            return ["--input", data / inp, "--output", data / out,
+                    *[f.format(data=data) for f in flags], *extra]
+    raise KeyError(script)
+
+
+def run_pipeline(data: Path, upto: str | None = None, *extra: str) -> None:
+    """Run the stages after download on `data`, in order, up to and including `upto`."""
+    for script, *_ in PIPELINE:
+        run_script(script, *stage_args(data, script, *extra))
+        if script == upto:
+            return
+
+
+def output_files(data: Path, script: str) -> dict[str, bytes]:
+    """The data files a stage wrote (as its manifest lists them), name -> bytes."""
+    import json
+
+    for s, _, out, _ in PIPELINE:
+        if s == script:
+            m = data / out / ("pack_manifest.json" if s == "pack_parallel.py" else "manifest.json")
+            files = json.loads(m.read_text())["files"]
+            return {f["name"]: (m.parent / f["name"]).read_bytes() for f in files}
+    raise KeyError(script)
+
+
+@pytest.fixture(scope="session")
+def pipeline_layout(sample_layout, tmp_path_factory) -> Path:
+    """The whole pipeline run once on the bundled sample with the local executor (read-only)."""
+    d = tmp_path_factory.mktemp("pipeline") / "data"
+    shutil.copytree(sample_layout, d)
+    run_pipeline(d, None, "--workers", "2")
+    return d

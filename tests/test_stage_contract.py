@@ -97,3 +97,25 @@ def test_uncommitted_run_leaves_previous_output_and_resumes(tmp_path):
     # ... another config starts afresh
     other = StageRun("clean", out, {"copy": True, "threshold": 3}, input_manifest=raw / "manifest.json")
     assert not other.resumed and not (other.staging / "part-done.marker").exists()
+
+
+def test_crash_between_the_commit_renames_is_mended(tmp_path):
+    import os
+
+    raw = _raw(tmp_path, 25)
+    out = tmp_path / "data" / "cleaned"
+    first = _downstream(raw, out)
+    old = out.parent / ".cleaned.old"
+    # crash after the old output was moved aside, before the staged one was moved in
+    os.replace(out, old)
+    StageRun("clean", out, {"copy": True, "x": 1}, input_manifest=raw / "manifest.json")
+    assert read_manifest(out / "manifest.json") == first and not old.exists()
+    # same crash, but the staged output was complete (its manifest written): finish it
+    run = StageRun("clean", out, {"copy": True, "x": 2}, input_manifest=raw / "manifest.json")
+    recs = [write_table(run.staging / s.name, read_table(s)) for s in list_shards(raw)]
+    from dataprep.manifest import write_json
+    write_json(run.staging / "manifest.json", {"files": recs, "output_fingerprint": "new"})
+    os.replace(out, old)
+    StageRun("clean", out, {"copy": True, "x": 3}, input_manifest=raw / "manifest.json")
+    assert read_manifest(out / "manifest.json")["output_fingerprint"] == "new"
+    assert not old.exists() and not (out / "_run.json").exists()

@@ -1,0 +1,175 @@
+"""Beyond one machine: Ray and Slurm executors give the local bytes; SIGKILL then rerun
+gives the bytes of an uninterrupted run, skipping the tasks that had finished."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PIPELINE, ROOT, output_files, run_script, stage_args
+from dataprep.manifest import check_input
+
+EXECUTOR_STAGES = ["clean.py", "dedup_exact.py", "dedup_minhash.py", "pack_parallel.py"]
+VENV_BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory):
+    """A real Ray head on loopback, started for these tests and stopped after them."""
+    env = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}  # keep Ray on 127.0.0.1
+    tmp = Path(tempfile_short())
+    port = _free_port()
+    cmd = [str(VENV_BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1",
+           f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+           "--disable-usage-stats", f"--temp-dir={tmp}", "--object-store-memory=200000000"]
+    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=180)
+    try:
+        yield f"127.0.0.1:{port}", env
+    finally:
+        subprocess.run([str(VENV_BIN / "ray"), "stop", "--force"], env=env,
+                       capture_output=True, timeout=120)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def tempfile_short() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="ray", dir="/tmp")  # unix socket paths must stay short
+
+
+def _fresh_layout(sample_layout: Path, tmp_path: Path) -> Path:
+    d = tmp_path / "data"
+    shutil.copytree(sample_layout, d)
+    return d
+
+
+def test_ray_executor_gives_the_local_bytes(ray_head, pipeline_layout, sample_layout, tmp_path):
+    address, env = ray_head
+    d = _fresh_layout(sample_layout, tmp_path)
+    for script, *_ in PIPELINE:
+        extra = (["--executor", "ray", "--ray-address", address, "--workers", "2"]
+                 if script in EXECUTOR_STAGES else ["--workers", "2"])
+        run_script(script, *stage_args(d, script, *extra), env=env)
+        assert output_files(d, script) == output_files(pipeline_layout, script), script
+
+
+FAKE_SBATCH = r"""#!/bin/bash
+# Stands in for a Slurm cluster: keeps the script and arguments, then runs every array
+# task of the script here, one after another, as the cluster's nodes would.
+set -e
+script="${@: -1}"
+n=$(ls "$SLURM_FAKE_LOG" | grep -c '^job' || true)
+cp "$script" "$SLURM_FAKE_LOG/job$n.sh"
+printf '%s\n' "$@" > "$SLURM_FAKE_LOG/job$n.args"
+for a in "$@"; do case "$a" in --export=*RUN_OFFSET=*) export RUN_OFFSET="${a##*RUN_OFFSET=}";; esac; done
+range=$(sed -n 's/^#SBATCH --array=\([0-9]*-[0-9]*\).*/\1/p' "$script")
+if [ -n "$range" ]; then
+  for i in $(seq "${range%-*}" "${range#*-}"); do SLURM_ARRAY_TASK_ID=$i bash "$script" >/dev/null 2>&1; done
+else
+  bash "$script" >/dev/null 2>&1
+fi
+echo "Submitted batch job 42$n"
+"""
+FAKE_SRUN = '#!/bin/bash\n# srun -l -n 1 CMD ARG: run CMD ARG here\nexec "${@: -2}"\n'
+
+
+def test_slurm_sbatch_scripts_and_bytes(pipeline_layout, sample_layout, tmp_path):
+    bin_dir, log = tmp_path / "bin", tmp_path / "slurm"
+    bin_dir.mkdir()
+    log.mkdir()
+    for name, body in [("sbatch", FAKE_SBATCH), ("srun", FAKE_SRUN), ("squeue", "#!/bin/bash\n")]:
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{VENV_BIN}:{os.environ['PATH']}", "SLURM_FAKE_LOG": str(log)}
+    d = _fresh_layout(sample_layout, tmp_path)
+    slurm = ["--executor", "slurm", "--slurm-partition", "cpu", "--slurm-time", "01:30:00",
+             "--slurm-cpus", "2", "--slurm-job-name", "prep", "--workers", "3"]
+    run_script("clean.py", *stage_args(d, "clean.py", *slurm), env=env)
+    assert output_files(d, "clean.py") == output_files(pipeline_layout, "clean.py")
+
+    shards = len(list((d / "raw").glob("*.parquet")))
+    jobs = sorted(log.glob("job*.sh"))
+    assert jobs, "no sbatch script was submitted"
+    main_job = jobs[0].read_text()
+    for directive in ["#SBATCH --partition=cpu", "#SBATCH --time=01:30:00",
+                      "#SBATCH --cpus-per-task=2", "#SBATCH --job-name=prep",
+                      f"#SBATCH --array=0-{shards - 1}%3"]:
+        assert directive in main_job, directive
+    assert "launch_pickled_pipeline" in main_job and "srun" in main_job
+    assert f"cd {ROOT}" in main_job and f"export PYTHONPATH={ROOT}" in main_job
+    assert "source " in main_job and "bin/activate" in main_job
+    args = (log / "job0.args").read_text().splitlines()
+    assert "--export=ALL,RUN_OFFSET=0" in args
+
+
+# -- crash safety ----------------------------------------------------------------------
+
+def _finished_tasks(d: Path) -> dict[tuple[str, str], int]:
+    """Tasks a killed run had finished: (phase, rank) -> mtime of that task's log.
+
+    datatrove writes logs/task_RANK.log when it starts a task and skips a task whose
+    completion marker exists, so an unchanged log proves the rerun did not redo it."""
+    out = {}
+    for staging in d.glob(".*.partial"):
+        for comp in staging.glob("_logs/*/completions/*"):
+            phase, rank = comp.parent.parent.name, comp.name
+            log = comp.parent.parent / "logs" / f"task_{int(rank):05d}.log"
+            if log.exists():
+                out[(phase, rank)] = log.stat().st_mtime_ns
+    return out
+
+
+@pytest.mark.parametrize("script", [s for s, *_ in PIPELINE])
+def test_sigkill_then_rerun_gives_uninterrupted_bytes(script, pipeline_layout, tmp_path):
+    seed = int(os.environ.get("KILL_SEED", time.time_ns() % 10_000))
+    rng = random.Random(seed)
+    d = tmp_path / "data"
+    shutil.copytree(pipeline_layout, d)
+    out_dir = next(d / o for s, _, o, _ in PIPELINE if s == script)
+    reference = output_files(pipeline_layout, script)
+    # remove this stage's output, keep its input
+    if script == "pack_parallel.py":
+        for n in ("train.bin", "val.bin", "pack_manifest.json"):
+            (d / n).unlink()
+    else:
+        shutil.rmtree(out_dir)
+    m = json.loads((next(pipeline_layout / o for s, _, o, _ in PIPELINE if s == script) /
+                    ("pack_manifest.json" if script == "pack_parallel.py" else "manifest.json")).read_text())
+    total = float(m["timings"]["total"])
+    delay = rng.uniform(0.3, 1.0 + 0.8 * total)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, str(ROOT / script), *map(str, stage_args(d, script, "--workers", "1"))],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    time.sleep(delay)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished = _finished_tasks(d)
+    # whatever the kill left, the final name holds nothing or a complete output
+    final_manifest = d / "pack_manifest.json" if script == "pack_parallel.py" else out_dir / "manifest.json"
+    if final_manifest.exists():
+        check_input(final_manifest)
+    run_script(script, *stage_args(d, script, "--workers", "1"))
+    assert output_files(d, script) == reference, f"seed {seed}, killed after {delay:.2f}s"
+    # a task the killed run had finished was not redone
+    stage = script[:-3]
+    for (phase, rank), mtime in finished.items():
+        log = d / "logs" / stage / phase / "logs" / f"task_{int(rank):05d}.log"
+        assert log.stat().st_mtime_ns == mtime, f"{phase} task {rank} was redone (seed {seed})"
+    print(f"seed {seed}: killed after {delay:.2f}s with {len(finished)} tasks finished")
