@@ -1,0 +1,555 @@
+"""Step 4 (tutorial section 4): train a byte-level BPE tokenizer on a sample of the corpus.
+
+    python train_tokenizer.py                         # data/dedup/ -> data/tokenizer/
+    python train_tokenizer.py --vocab-size 8000       # the bundled sample (make demo)
+    python train_tokenizer.py --sample-ratio 0.02 --max-bytes 1500000000
+
+The tokenizer is the one of 4.4 and 4.7, trained with HF tokenizers: a BPE model on
+UTF-8 bytes (ByteLevel pre-tokenizer and its matching ByteLevel decoder), all 256 bytes
+in the initial alphabet so no input is ever unknown (4.4), and --vocab-size 32000 ids so
+every id fits in uint16 (4.6). The special tokens of 4.8 take ids 0-10 and count inside
+the 32000: <|endoftext|>, <|im_start|>, <|im_end|>, <|reserved_0|> ... <|reserved_7|>.
+
+The training sample (4.7 step 2):
+- --sample-ratio (0.05) of the corpus's text bytes, raised to --min-bytes (1 GB; the whole
+  corpus when it is smaller) and capped at --max-bytes (2 GB). The tutorial says 2-5 GB is
+  enough; the cap stays below 2^31 bytes because BpeTrainer counts pairs in 32-bit
+  integers (HF tokenizers issue 2058): a pair seen more than 2,147,483,647 times wraps
+  negative and is silently dropped. A sample of fewer than 2^31 bytes holds fewer than
+  2^31 adjacent byte pairs, so no count can wrap.
+- drawn evenly: every shard gives the same share of its bytes, picked by a seeded random
+  permutation of its rows. Only the text column is read, with pyarrow; row lengths, the
+  choice and the cropping happen in Arrow/numpy, and only the chosen documents ever
+  become Python strings. So the sample keeps the corpus's language mix (printed, with
+  its English/Chinese share), unlike a stride over a stream (4.7) that reads every row.
+- documents longer than --max-doc-chars (100,000) are cropped: BpeTrainer's memory grows
+  with the number of distinct words, and one huge document (a log dump, a concatenated
+  book) would otherwise weigh as much as thousands of ordinary ones.
+- held out first: up to --heldout-bytes (5 MB, at most 10% of the corpus) of documents
+  never enter the sample; they measure the compression (4.5) on unseen English and
+  Chinese text, and are saved as report/heldout.parquet for compare_tokenizers.py.
+
+Before anything is saved, the tokenizer is checked (4.7 step 5) and the stage fails on
+any miss: the vocabulary has exactly --vocab-size ids and the largest is below 65535; the
+encode/decode round trip is lossless on English, Chinese, emoji, 200 times "a", mixed
+scripts, whitespace runs, control characters and real documents; the special tokens sit
+at ids 0-10; and a literal "<|endoftext|>" in plain text is NOT encoded as the special
+token, so a web page cannot forge a document boundary.
+
+That last point needs care: HF tokenizers matches added special tokens inside raw text
+by default (tok.encode("a <|endoftext|> b") gives id 0 even with
+add_special_tokens=False). Document text is therefore always encoded with
+dataprep.tokenizer.ordinary_tokenizer(tok): the same vocabulary with the added-token
+list dropped, so the literal string becomes ordinary byte-level tokens, and the only
+EOS ids are the ones the packer appends by id. Asking for the special token means
+tok.encode() on the full tokenizer, or token_to_id("<|endoftext|>").
+
+Output (--output, default data/tokenizer/): tokenizer.json, tokenizer_config.json (so
+transformers' PreTrainedTokenizerFast.from_pretrained(folder) loads it with eos set),
+manifest.json (sample size and mix, checks, and "compression": chars and bytes per token
+on the held-out text) and report/. The file is byte-identical for any --workers
+(training threads, via RAYON_NUM_THREADS). compare_tokenizers.py adds the comparison
+with GPT-2, Mistral-7B and cl100k_base (4.5).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dataprep import layout
+from dataprep.errors import StageError, run_stage
+from dataprep.executor import add_executor_args, load_task_results, run_tasks, save_task_result
+from dataprep.manifest import MANIFEST, read_manifest, write_json
+from dataprep.report import human_bytes, markdown_table, pct, save_report, table
+from dataprep.shards import ShardWriter, file_record, list_shards, open_shard, read_table
+from dataprep.stage import StageRun
+from dataprep.tokenizer import EOS_TOKEN, SPECIAL_TOKENS, max_token_id, ordinary_tokenizer
+
+PAIR_COUNT_LIMIT = 2**31 - 1   # BpeTrainer's i32 pair counts (tokenizers issue 2058)
+ID_LIMIT = 65535               # every id must be below this to be stored as uint16 (4.6)
+HELDOUT_MAX_SHARE = 0.10       # never hold out more than this share of the corpus
+SAMPLE_DIR = "_sample"         # per-shard sample files, inside the staging folder
+BATCH = 1000                   # texts per batch fed to the trainer (4.7: batches are faster)
+
+# Script counts for the language mix (RE2 syntax, evaluated by Arrow).
+HAN = r"\p{Han}"
+LATIN = r"\p{Latin}"
+
+# The round trip must be lossless on these (4.7 step 5, and the cases it leaves out).
+ROUND_TRIP_CASES = {
+    "english": "Hello world. The quick brown fox jumps over the lazy dog, doesn't it?",
+    "chinese": "机器学习模型训练，需要大量干净的数据。",
+    "emoji": "emoji 😀 测试 👩‍👩‍👧 🇨🇳",
+    "a x 200": "a" * 200,
+    "mixed scripts": "GPT-2 用 50257 个 token；Llama 用 32000。Ünïcödé, русский, العربية, 日本語のテキスト",
+    "whitespace runs": "a  b\t\tc\n\n\n   d    \r\n  \u3000e \u00a0f   ",
+    "control chars": "\x00\x01\x07\x1b[31mred\x1b[0m\x7f\u200b\ufeff end",
+    "literal special": f"a web page that says {EOS_TOKEN} and <|im_start|>user",
+}
+REAL_DOCS_CHECKED = 200  # real documents in the round-trip check (held-out + sample)
+
+
+# --------------------------------------------------------------------------------------
+# The sample plan: how many bytes each shard contributes.
+# --------------------------------------------------------------------------------------
+
+def shard_text_bytes(input_dir: Path, shards: list[Path]) -> list[int]:
+    """UTF-8 text bytes of each shard: from the input's manifest, else measured in Arrow."""
+    recorded = {}
+    m = input_dir / MANIFEST
+    if m.exists():
+        recorded = {f["name"]: f.get("text_bytes") for f in read_manifest(m).get("files", [])}
+    out = []
+    for s in shards:
+        b = recorded.get(s.name)
+        if b is None:
+            col = read_table(s, columns=["text"]).column("text")
+            b = int(pc.sum(pc.binary_length(col)).as_py() or 0)
+        out.append(int(b))
+    return out
+
+
+def plan_sample(total: int, sample_ratio: float, min_bytes: int, max_bytes: int,
+                heldout_bytes: int) -> tuple[int, int]:
+    """(held-out bytes, training-sample bytes) to draw from a corpus of `total` bytes.
+
+    Held out first (at most HELDOUT_MAX_SHARE of the corpus); the sample is
+    sample_ratio of the corpus, at least min_bytes (all that is left when the corpus is
+    smaller) and at most max_bytes.
+    """
+    heldout = min(heldout_bytes, int(total * HELDOUT_MAX_SHARE))
+    rest = total - heldout
+    want = min(max(int(total * sample_ratio), min_bytes), max_bytes)
+    return heldout, min(want, rest)
+
+
+def quotas(total_target: int, shard_bytes: list[int]) -> list[int]:
+    """Split a byte target over shards in proportion to their size (each shard its share)."""
+    total = sum(shard_bytes)
+    if total == 0:
+        return [0] * len(shard_bytes)
+    return [int(round(total_target * b / total)) for b in shard_bytes]
+
+
+# --------------------------------------------------------------------------------------
+# Task: sample one shard (runs once per input shard, through datatrove).
+# --------------------------------------------------------------------------------------
+
+def choose_rows(lengths: np.ndarray, seed: int, rank: int, heldout_quota: int,
+                train_quota: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices (sorted) held out and sampled for training, disjoint.
+
+    A seeded permutation of the rows, walked in order: rows go to the held-out set until
+    it reaches its byte quota, then to the sample until that reaches its quota. The
+    choice depends only on (seed, shard index, row lengths), never on --workers.
+    """
+    n = len(lengths)
+    perm = np.random.default_rng([seed, rank]).permutation(n)
+    cum = np.cumsum(lengths[perm])
+
+    def take_until(start: int, quota: int) -> int:
+        """Index (in perm) after the rows from `start` that first reach `quota` bytes."""
+        if quota <= 0 or start >= n:
+            return start
+        base = cum[start - 1] if start > 0 else 0
+        return min(n, int(np.searchsorted(cum, base + quota, side="left")) + 1)
+
+    h_end = take_until(0, heldout_quota)
+    t_end = take_until(h_end, train_quota)
+    return np.sort(perm[:h_end]), np.sort(perm[h_end:t_end])
+
+
+def script_counts(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Per document: Chinese (Han) characters and Latin letters, counted in Arrow."""
+    han = pc.count_substring_regex(texts, pattern=HAN).to_numpy(zero_copy_only=False)
+    lat = pc.count_substring_regex(texts, pattern=LATIN).to_numpy(zero_copy_only=False)
+    return han.astype(np.int64), lat.astype(np.int64)
+
+
+def doc_languages(han: np.ndarray, latin: np.ndarray) -> np.ndarray:
+    """'zh' when a document has more Han characters than Latin letters, 'en' when it has
+    more Latin letters, '' when it has neither (numbers, symbols)."""
+    return np.where(han > latin, "zh", np.where(latin > 0, "en", ""))
+
+
+def sample_shard(rank: int, world_size: int, shards: list[str], staging: str,
+                 heldout_quotas: list[int], train_quotas: list[int], seed: int,
+                 max_doc_chars: int) -> None:
+    """Task `rank`: write the held-out and training rows of shard `rank` into staging."""
+    out = Path(staging) / SAMPLE_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    col = read_table(shards[rank], columns=["text"]).column("text").combine_chunks()
+    col = col.fill_null("")  # a null text counts as an empty document: never sampled
+    lengths = pc.binary_length(col).to_numpy(zero_copy_only=False).astype(np.int64)
+    held_idx, train_idx = choose_rows(lengths, seed, rank, heldout_quotas[rank],
+                                      train_quotas[rank])
+    # empty documents teach nothing and measure nothing
+    held_idx = held_idx[lengths[held_idx] > 0]
+    train_idx = train_idx[lengths[train_idx] > 0]
+
+    held = col.take(pa.array(held_idx, pa.int64()))
+    h_han, h_lat = script_counts(held)
+    lang = doc_languages(h_han, h_lat)
+    w = ShardWriter(out / f"heldout-{rank:05d}.parquet",
+                    pa.schema([("text", pa.string()), ("lang", pa.string())]))
+    w.write(pa.table({"text": held.cast(pa.string()), "lang": pa.array(lang, pa.string())}))
+    w.close()
+
+    train = col.take(pa.array(train_idx, pa.int64()))
+    chars = pc.utf8_length(train).to_numpy(zero_copy_only=False)
+    cropped = int((chars > max_doc_chars).sum())
+    if cropped:
+        train = pc.utf8_slice_codeunits(train, 0, max_doc_chars)  # codepoints, not bytes
+    han, lat = script_counts(train)
+    w = ShardWriter(out / f"train-{rank:05d}.parquet", pa.schema([("text", pa.string())]))
+    w.write(pa.table({"text": train.cast(pa.string())}))
+    w.close()
+
+    langs = doc_languages(han, lat)
+    save_task_result(staging, "sample", rank, {
+        "docs_in": len(lengths),
+        "bytes_in": int(lengths.sum()),
+        "sample_docs": len(train_idx),
+        "sample_bytes_before_crop": int(lengths[train_idx].sum()),
+        "sample_bytes": int(pc.sum(pc.binary_length(train)).as_py() or 0),
+        "sample_chars": int(pc.sum(pc.utf8_length(train)).as_py() or 0),
+        "cropped_docs": cropped,
+        "han_chars": int(han.sum()),
+        "latin_letters": int(lat.sum()),
+        "zh_docs": int((langs == "zh").sum()),
+        "en_docs": int((langs == "en").sum()),
+        "heldout_docs": len(held_idx),
+        "heldout_bytes": int(lengths[held_idx].sum()),
+    })
+
+
+def merge_counts(results: list[dict]) -> dict:
+    return {k: sum(r[k] for r in results) for k in results[0]} if results else {}
+
+
+def iter_sample(staging: Path, tasks: int, batch: int = BATCH):
+    """The training sample in shard order, as lists of texts (the trainer's input)."""
+    for rank in range(tasks):
+        pf = open_shard(staging / SAMPLE_DIR / f"train-{rank:05d}.parquet", require=("text",))
+        for b in pf.iter_batches(batch_size=batch, columns=["text"]):
+            yield b.column(0).to_pylist()
+
+
+def read_heldout(staging: Path, tasks: int) -> pa.Table:
+    parts = [open_shard(staging / SAMPLE_DIR / f"heldout-{r:05d}.parquet", require=("text",))
+             .read(columns=["text", "lang"]) for r in range(tasks)]
+    return pa.concat_tables(parts) if parts else pa.table({"text": [], "lang": []})
+
+
+# --------------------------------------------------------------------------------------
+# Training (4.7 steps 3 and 4).
+# --------------------------------------------------------------------------------------
+
+def new_tokenizer():
+    """Byte-level BPE: ByteLevel pre-tokenizer and its matching ByteLevel decoder (4.7)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def train(batches, vocab_size: int, min_frequency: int):
+    from tokenizers import pre_tokenizers, trainers
+
+    tok = new_tokenizer()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=SPECIAL_TOKENS,                        # ids 0..10, inside vocab_size
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # all 256 bytes (4.4)
+        show_progress=sys.stderr.isatty(),
+    )
+    tok.train_from_iterator(batches, trainer=trainer)
+    return tok
+
+
+# --------------------------------------------------------------------------------------
+# Verification (4.7 step 5): every check must pass before the tokenizer is saved.
+# --------------------------------------------------------------------------------------
+
+def check_vocab(tok, vocab_size: int, sample_bytes: int) -> dict:
+    got = tok.get_vocab_size(with_added_tokens=True)
+    top = max_token_id(tok)
+    if got < vocab_size:
+        raise StageError(
+            f"the vocabulary reached only {got:,} of --vocab-size {vocab_size:,} tokens: the "
+            f"training sample ({human_bytes(sample_bytes)}) is too small to support it. Use "
+            f"more data, or lower --vocab-size on purpose (at most {got:,} here; the "
+            "bundled sample uses --vocab-size 8000)")
+    if got != vocab_size:
+        raise StageError(f"the vocabulary has {got:,} tokens, expected {vocab_size:,}")
+    if top >= ID_LIMIT:
+        raise StageError(f"largest token id {top:,} is not below {ID_LIMIT:,} (uint16, 4.6)")
+    return {"vocab_size": got, "max_id": top}
+
+
+def check_special_ids(tok) -> dict:
+    got = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
+    want = {t: i for i, t in enumerate(SPECIAL_TOKENS)}
+    if got != want:
+        bad = [f"{t}={got[t]} (want {want[t]})" for t in SPECIAL_TOKENS if got[t] != want[t]]
+        raise StageError(f"special tokens at the wrong ids: {', '.join(bad)}")
+    return got
+
+
+def check_round_trip(plain, texts: dict[str, str]) -> int:
+    """Encode then decode must give back every text exactly (plain-text encoding)."""
+    names = list(texts)
+    encs = plain.encode_batch([texts[n] for n in names], add_special_tokens=False)
+    for name, enc in zip(names, encs):
+        back = plain.decode(enc.ids, skip_special_tokens=False)
+        if back != texts[name]:
+            i = next((k for k, (a, b) in enumerate(zip(back, texts[name])) if a != b),
+                     min(len(back), len(texts[name])))
+            raise StageError(f"round trip failed on {name}: {texts[name][max(0, i - 20):i + 20]!r} "
+                             f"came back as {back[max(0, i - 20):i + 20]!r}")
+    return len(names)
+
+
+def check_literal_specials(tok, plain) -> dict:
+    """A literal special-token string in document text must stay ordinary text."""
+    text = f"before {EOS_TOKEN} after <|im_end|>"
+    special_ids = set(range(len(SPECIAL_TOKENS)))
+    ids = plain.encode(text, add_special_tokens=False).ids
+    forged = [i for i in ids if i in special_ids]
+    if forged:
+        raise StageError(f"plain text {text!r} was encoded with special ids {forged}: a "
+                         "document could forge a boundary")
+    asked = tok.encode(EOS_TOKEN).ids  # the full tokenizer, when the special is wanted
+    if asked != [tok.token_to_id(EOS_TOKEN)]:
+        raise StageError(f"{EOS_TOKEN} asked for explicitly encodes as {asked}")
+    return {"plain_text_ids": len(ids), "explicit_eos_ids": asked}
+
+
+def verify(tok, vocab_size: int, sample_bytes: int, real_docs: list[str]) -> dict:
+    plain = ordinary_tokenizer(tok)
+    cases = dict(ROUND_TRIP_CASES)
+    cases.update({f"document {i}": t for i, t in enumerate(real_docs)})
+    return {
+        **check_vocab(tok, vocab_size, sample_bytes),
+        "special_ids": check_special_ids(tok),
+        "round_trip_texts": check_round_trip(plain, cases),
+        "round_trip_real_docs": len(real_docs),
+        "literal_special": check_literal_specials(tok, plain),
+    }
+
+
+# --------------------------------------------------------------------------------------
+# Compression on held-out text (4.5).
+# --------------------------------------------------------------------------------------
+
+def compression(encode_lengths, texts: list[str]) -> dict:
+    """Characters and UTF-8 bytes per token over `texts` (totals, not a mean of ratios).
+
+    encode_lengths(texts) -> number of tokens of each text.
+    """
+    if not texts:
+        return {"chars_per_token": None, "bytes_per_token": None, "docs": 0,
+                "chars": 0, "bytes": 0, "tokens": 0}
+    tokens = int(sum(encode_lengths(texts)))
+    chars = sum(len(t) for t in texts)
+    nbytes = sum(len(t.encode("utf-8")) for t in texts)
+    return {"chars_per_token": round(chars / tokens, 4), "bytes_per_token": round(nbytes / tokens, 4),
+            "docs": len(texts), "chars": chars, "bytes": nbytes, "tokens": tokens}
+
+
+def heldout_by_lang(heldout: pa.Table) -> dict[str, list[str]]:
+    langs = heldout.column("lang").to_pylist()
+    texts = heldout.column("text").to_pylist()
+    return {lang: [t for t, l in zip(texts, langs) if l == lang] for lang in ("en", "zh")}
+
+
+def measure_compression(tok, heldout: pa.Table) -> dict:
+    plain = ordinary_tokenizer(tok)
+
+    def lengths(texts):
+        return [len(e.ids) for e in plain.encode_batch(texts, add_special_tokens=False)]
+
+    return {lang: compression(lengths, texts) for lang, texts in heldout_by_lang(heldout).items()}
+
+
+# --------------------------------------------------------------------------------------
+# Output.
+# --------------------------------------------------------------------------------------
+
+def tokenizer_config(vocab_size: int) -> dict:
+    """transformers' tokenizer_config.json: PreTrainedTokenizerFast, eos = <|endoftext|>.
+
+    clean_up_tokenization_spaces must be off, or transformers' decode would rewrite
+    " ." as "." and break the lossless round trip."""
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "eos_token": EOS_TOKEN,
+        "additional_special_tokens": SPECIAL_TOKENS[1:],
+        "clean_up_tokenization_spaces": False,
+        "add_prefix_space": False,
+        "vocab_size": vocab_size,
+    }
+
+
+def stats_rows(s: dict, verification: dict, comp: dict) -> list[list]:
+    mix = s["han_chars"] + s["latin_letters"]
+    rows = [
+        ["corpus documents", s["docs_in"]],
+        ["corpus text bytes", human_bytes(s["bytes_in"])],
+        ["held out (docs / bytes)", f"{s['heldout_docs']:,} / {human_bytes(s['heldout_bytes'])}"],
+        ["sample documents", s["sample_docs"]],
+        ["sample text bytes", f"{human_bytes(s['sample_bytes'])} ({pct(s['sample_bytes'], s['bytes_in'])} of corpus)"],
+        ["cropped documents", s["cropped_docs"]],
+        ["sample mix: Chinese chars / Latin letters",
+         f"{pct(s['han_chars'], mix)} / {pct(s['latin_letters'], mix)}"],
+        ["sample docs: Chinese / English", f"{s['zh_docs']:,} / {s['en_docs']:,}"],
+        ["vocabulary (largest id)", f"{verification['vocab_size']:,} ({verification['max_id']:,})"],
+        ["round trip", f"lossless on {verification['round_trip_texts']} texts"],
+        ["literal <|endoftext|> in text", "ordinary tokens (checked)"],
+    ]
+    for lang, c in comp.items():
+        if c["docs"]:
+            rows.append([f"held-out {lang}: chars/token, bytes/token",
+                         f"{c['chars_per_token']:.2f}, {c['bytes_per_token']:.2f} ({c['docs']} docs)"])
+        else:
+            rows.append([f"held-out {lang}", "no documents"])
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--input", default=str(layout.DEDUP), help="default: data/dedup")
+    p.add_argument("--output", default=str(layout.TOKENIZER_DIR), help="default: data/tokenizer")
+    p.add_argument("--vocab-size", type=int, default=32000,
+                   help="ids in the vocabulary, special tokens included (default 32000)")
+    p.add_argument("--min-frequency", type=int, default=2,
+                   help="a pair must occur this often to be merged (default 2)")
+    p.add_argument("--sample-ratio", type=float, default=0.05,
+                   help="share of the corpus's text bytes to train on (default 0.05, as in 4.7)")
+    p.add_argument("--min-bytes", type=int, default=1_000_000_000,
+                   help="train on at least this many bytes, or the whole corpus (default 1 GB)")
+    p.add_argument("--max-bytes", type=int, default=2_000_000_000,
+                   help=f"train on at most this many bytes (default 2 GB; at most {PAIR_COUNT_LIMIT:,})")
+    p.add_argument("--max-doc-chars", type=int, default=100_000,
+                   help="crop longer documents to this many characters (default 100000)")
+    p.add_argument("--heldout-bytes", type=int, default=5_000_000,
+                   help="text held out of training to measure compression (default 5 MB, "
+                        f"at most {HELDOUT_MAX_SHARE:.0%} of the corpus)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
+    add_executor_args(p)
+    args = p.parse_args(argv)
+    if not 0 < args.vocab_size < ID_LIMIT:
+        raise StageError(f"--vocab-size {args.vocab_size}: must be between 1 and {ID_LIMIT - 1} "
+                         "so every id fits in uint16 (4.6)")
+    if args.vocab_size <= 256 + len(SPECIAL_TOKENS):
+        raise StageError(f"--vocab-size {args.vocab_size}: must exceed the 256 bytes and "
+                         f"{len(SPECIAL_TOKENS)} special tokens")
+    if not 0 < args.sample_ratio <= 1:
+        raise StageError(f"--sample-ratio {args.sample_ratio}: must be in (0, 1]")
+    if args.max_bytes > PAIR_COUNT_LIMIT:
+        raise StageError(f"--max-bytes {args.max_bytes:,}: above {PAIR_COUNT_LIMIT:,} a pair "
+                         "count can overflow BpeTrainer's 32-bit counters (tokenizers issue 2058)")
+    if args.min_bytes < 0 or args.max_bytes <= 0 or args.min_bytes > args.max_bytes:
+        raise StageError("need 0 <= --min-bytes <= --max-bytes and --max-bytes > 0")
+    if args.max_doc_chars <= 0 or args.heldout_bytes < 0 or args.min_frequency < 0:
+        raise StageError("--max-doc-chars must be positive, --heldout-bytes and "
+                         "--min-frequency not negative")
+    if args.workers < 1:
+        raise StageError("--workers must be at least 1")
+    # HF tokenizers trains on a rayon thread pool sized by RAYON_NUM_THREADS, read when the
+    # pool first starts: set it before any tokenizers call. The result does not depend on it.
+    os.environ["RAYON_NUM_THREADS"] = str(args.workers)
+
+    inp, out = Path(args.input), Path(args.output)
+    shards = list_shards(inp)
+    config = {"vocab_size": args.vocab_size, "min_frequency": args.min_frequency,
+              "sample_ratio": args.sample_ratio, "min_bytes": args.min_bytes,
+              "max_bytes": args.max_bytes, "max_doc_chars": args.max_doc_chars,
+              "heldout_bytes": args.heldout_bytes, "seed": args.seed,
+              "special_tokens": SPECIAL_TOKENS}
+    run = StageRun("train_tokenizer", out, config, input_manifest=inp / MANIFEST)
+    if run.resumed:
+        print(f"resuming in {run.staging}", file=sys.stderr)
+
+    sizes = shard_text_bytes(inp, shards)
+    total = sum(sizes)
+    if total == 0:
+        raise StageError(f"{inp}: the shards hold no text")
+    heldout_target, sample_target = plan_sample(total, args.sample_ratio, args.min_bytes,
+                                                args.max_bytes, args.heldout_bytes)
+    with run.phase("sample"):
+        run_tasks(sample_shard, len(shards), args, run.logging_dir("sample"), "sample",
+                  shards=[str(s) for s in shards], staging=str(run.staging),
+                  heldout_quotas=quotas(heldout_target, sizes),
+                  train_quotas=quotas(sample_target, sizes), seed=args.seed,
+                  max_doc_chars=args.max_doc_chars)
+    s = merge_counts(load_task_results(run.staging, "sample", len(shards)))
+    mix = s["han_chars"] + s["latin_letters"]
+    print(f"training sample: {s['sample_docs']:,} documents, {human_bytes(s['sample_bytes'])} "
+          f"({pct(s['sample_bytes'], total)} of {human_bytes(total)}); mix: Chinese characters "
+          f"{pct(s['han_chars'], mix)}, Latin letters {pct(s['latin_letters'], mix)}; "
+          f"{s['zh_docs']:,} Chinese / {s['en_docs']:,} English documents", file=sys.stderr)
+    if s["sample_docs"] == 0:
+        raise StageError(f"{inp}: no documents to train on")
+
+    with run.phase("train"):
+        t = time.time()
+        tok = train(iter_sample(run.staging, len(shards)), args.vocab_size, args.min_frequency)
+        train_secs = time.time() - t
+    heldout = read_heldout(run.staging, len(shards))
+    with run.phase("verify"):
+        held_texts = heldout.column("text").to_pylist()
+        real = held_texts[:REAL_DOCS_CHECKED // 2]
+        real += next(iter_sample(run.staging, len(shards), REAL_DOCS_CHECKED - len(real)), [])
+        verification = verify(tok, args.vocab_size, s["sample_bytes"], real)
+    with run.phase("compression"):
+        comp = measure_compression(tok, heldout)
+
+    # Everything passed: write the output into the staging folder, then commit.
+    tok.save(str(run.staging / "tokenizer.json"))
+    write_json(run.staging / "tokenizer_config.json", tokenizer_config(args.vocab_size))
+    report = run.staging / "report"
+    report.mkdir(exist_ok=True)
+    pq.write_table(heldout, report / "heldout.parquet", compression="zstd")
+    shutil.rmtree(run.staging / SAMPLE_DIR)
+    shutil.rmtree(run.staging / "_results", ignore_errors=True)
+
+    rows = stats_rows(s, verification, comp)
+    rate = s["sample_bytes"] / 1e6 / max(train_secs, 1e-9)
+    rows.append(["training time", f"{train_secs:.1f} s ({rate:.2f} MB/s, {args.workers} threads)"])
+    counts = {"docs_in": s["docs_in"], "bytes_in": s["bytes_in"],
+              "vocab_size": verification["vocab_size"], "max_id": verification["max_id"]}
+    sample = {k: s[k] for k in s if k not in ("docs_in", "bytes_in")}
+    sample["han_share"] = round(s["han_chars"] / mix, 4) if mix else None
+    sample["latin_share"] = round(s["latin_letters"] / mix, 4) if mix else None
+    save_report(report, "train_tokenizer_stats",
+                {"counts": counts, "sample": sample, "verification": verification,
+                 "compression": comp, "train_seconds": round(train_secs, 3)},
+                "# train_tokenizer\n\n" + markdown_table(["train_tokenizer", "value"], rows))
+    files = [file_record(run.staging / "tokenizer.json"),
+             file_record(run.staging / "tokenizer_config.json")]
+    run.commit(files, counts, extra={"sample": sample, "verification": verification,
+                                     "compression": comp})
+
+    print(table(["train_tokenizer", "value"], rows, right=set()))
+    print(f"wrote {out}/tokenizer.json, {out}/manifest.json and {out}/report/")
+    return 0
+
+
+if __name__ == "__main__":
+    run_stage(main)
