@@ -1,0 +1,647 @@
+"""Step 3b (tutorial sections 3.4 to 3.6): remove near-duplicates with MinHash and LSH.
+
+    python dedup_minhash.py                      # data/dedup_exact -> data/dedup
+    python dedup_minhash.py --threshold 0.85 --workers 8
+    python dedup_minhash.py --bands 16 --rows 8 --num-perm 128 --ngram 5
+
+What it does, in the tutorial's words:
+  3.4  Each document becomes the set of its 5-character shingles (on the same normalised
+       text as dedup_exact.py), compressed to a signature of k=128 minimum hash values.
+       Two signatures agree in a position with probability equal to the Jaccard
+       similarity of the two shingle sets.
+  3.5  LSH: the signature is cut into b=16 bands of r=8 rows; two documents that agree
+       on a whole band land in the same bucket and become a candidate pair, with
+       probability P = 1 - (1 - s^r)^b. Only candidates are compared: a candidate is a
+       duplicate only if its signatures agree in at least --threshold (0.8) of all 128
+       positions. Short character shingles without this check let through about 5%
+       false pairs; the rejected candidates are counted and reported.
+  3.6  Duplicates are joined into connected components (union-find): A~B and B~C puts
+       A, B and C in one cluster even when A and C differ more. Each cluster keeps
+       exactly one document, the first in corpus order (smallest shard, then row), so
+       the result depends neither on --workers nor on how documents were split into tasks.
+
+Phases (parallel ones run through the datatrove executor, tasks fixed by the data):
+  1. signatures  one task per shard -> _work/sig/XXXXX.npy (n x k uint32) and the band
+                 hashes _work/band/XXXXX.npy (b x n uint64), streamed batch by batch
+  2. buckets     one task per band: sort the band hashes (no dict of Python objects);
+                 equal neighbours are candidate pairs -> _work/pairs/XXX.npy
+  3. verify      driver: unique candidates, similarity over all k values, >= threshold
+  4. cluster     driver: union-find over the verified pairs, root = smallest index
+  5. filter      one task per shard: copy the kept rows -> part-XXXXX.parquet
+
+The signature kernel is compiled with numba (cached on disk after the first run). Each
+of the k hash functions is h_i(x) = ((a_i * x + b_i) mod 2^64) >> 32 on a 32-bit
+shingle hash x (multiply-add-shift, a strongly universal family), so a signature costs
+one multiply, one add and one min per shingle and function, with no modulo. A text
+shorter than the shingle length is one shingle (the whole text); a multi-megabyte text
+is normalised and hashed in pieces, in bounded memory. Nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from numba import njit
+
+from dataprep import layout
+from dataprep.errors import StageError, run_stage
+from dataprep.executor import add_executor_args, load_task_results, run_tasks, save_task_result
+from dataprep.report import human_bytes, markdown_table, pct, save_report, table
+from dataprep.shards import filter_shard, iter_batches, list_shards, write_table
+from dataprep.stage import StageRun
+from dedup_exact import fetch_rows, locate, normalise, save_npy, shard_offsets, shard_rows, snippet
+
+WORK = "_work"
+BATCH_ROWS = 2048
+LONG_TEXT = 1 << 20          # characters; longer texts are normalised and hashed in pieces
+ALL_PAIRS_MAX = 64           # buckets up to this size: every pair is a candidate
+EMPTY = np.uint32(0xFFFFFFFF)
+
+
+# --------------------------------------------------------------------------------------
+# The MinHash kernels (numba). Everything runs on uint64 with wrap-around arithmetic.
+# --------------------------------------------------------------------------------------
+
+@njit(cache=True, inline="always")
+def _fmix64(h):
+    """MurmurHash3's finaliser: spreads every input bit over all 64 output bits."""
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    h ^= h >> np.uint64(33)
+    return h
+
+
+@njit(cache=True, inline="always")
+def _shingle_hash(cp, start, stop):
+    """32-bit hash of the code points cp[start:stop] (FNV-1a style, then fmix64)."""
+    h = np.uint64(0xCBF29CE484222325)
+    for q in range(start, stop):
+        h = (h ^ np.uint64(cp[q])) * np.uint64(0x100000001B3)
+    h ^= np.uint64(stop - start)
+    return _fmix64(h) >> np.uint64(32)
+
+
+@njit(cache=True, inline="always")
+def _update(x, a, b, acc):
+    """acc[i] = min(acc[i], h_i(x)) for the k hash functions h_i(x) = (a_i*x + b_i) >> 32."""
+    for i in range(a.shape[0]):
+        v = (a[i] * x + b[i]) >> np.uint64(32)
+        if v < acc[i]:
+            acc[i] = v
+
+
+@njit(cache=True)
+def _sig_texts(cp, offsets, n, a, b, out):
+    """Signatures of texts given as code points cp[offsets[d]:offsets[d+1]].
+
+    out (docs x k, uint32) holds running minima, so a long text can be fed in pieces.
+    A text shorter than n characters is a single shingle: the whole text.
+    """
+    k = a.shape[0]
+    acc = np.empty(k, np.uint64)
+    for d in range(offsets.shape[0] - 1):
+        s, e = offsets[d], offsets[d + 1]
+        for i in range(k):
+            acc[i] = out[d, i]
+        if e - s < n:
+            _update(_shingle_hash(cp, s, e), a, b, acc)
+        else:
+            for p in range(s, e - n + 1):
+                _update(_shingle_hash(cp, p, p + n), a, b, acc)
+        for i in range(k):
+            out[d, i] = acc[i]
+
+
+@njit(cache=True)
+def _sig_hashed(x, offsets, a, b, out):
+    """Signatures of sets given directly as 32-bit shingle hashes (used by the demo's
+    simulation of pairs with an exact Jaccard similarity)."""
+    k = a.shape[0]
+    acc = np.empty(k, np.uint64)
+    for d in range(offsets.shape[0] - 1):
+        for i in range(k):
+            acc[i] = out[d, i]
+        for p in range(offsets[d], offsets[d + 1]):
+            _update(np.uint64(x[p]), a, b, acc)
+        for i in range(k):
+            out[d, i] = acc[i]
+
+
+@njit(cache=True)
+def _band_hashes(sig, bands, rows, out):
+    """out[j, d] = 64-bit hash of band j (rows r values) of signature d."""
+    for d in range(sig.shape[0]):
+        for j in range(bands):
+            h = np.uint64(0x9E3779B97F4A7C15) * np.uint64(j + 1)
+            for t in range(j * rows, (j + 1) * rows):
+                h = _fmix64(h ^ np.uint64(sig[d, t]))
+            out[j, d] = h
+
+
+class MinHasher:
+    """MinHash signatures of k hash functions over n-character shingles (section 3.4).
+
+    The only MinHash implementation in the project: dedup_minhash.py, minhash_demo.py and
+    the benchmark all use it. The parameters (a_i odd, b_i) come from `seed`, and the
+    first k of them do not depend on num_perm, so MinHasher(16) is a prefix of
+    MinHasher(256) with the same seed.
+    """
+
+    def __init__(self, num_perm: int = 128, ngram: int = 5, seed: int = 1):
+        if num_perm < 1 or ngram < 1:
+            raise ValueError("num_perm and ngram must be positive")
+        self.k, self.n, self.seed = num_perm, ngram, seed
+        ab = np.random.default_rng(seed).integers(0, 2**64, size=(num_perm, 2), dtype=np.uint64,
+                                                  endpoint=False)
+        self.a = ab[:, 0] | np.uint64(1)   # odd multipliers
+        self.b = ab[:, 1].copy()
+
+    def empty(self, docs: int) -> np.ndarray:
+        return np.full((docs, self.k), EMPTY, dtype=np.uint32)
+
+    def signatures(self, texts: list[str | None], normalised: bool = False) -> np.ndarray:
+        """(len(texts), k) uint32 signatures; texts are normalised first unless told not."""
+        return self.signatures_and_lengths(texts, normalised)[0]
+
+    def signatures_and_lengths(self, texts: list[str | None],
+                               normalised: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Signatures and the length (characters) of each normalised text."""
+        out = self.empty(len(texts))
+        lens = np.zeros(len(texts), dtype=np.int64)
+        short: list[int] = []
+        for i, t in enumerate(texts):
+            if t is not None and len(t) > LONG_TEXT:
+                lens[i] = self._long(t, out[i:i + 1], normalised)
+            else:
+                short.append(i)
+        if short:
+            norm = [(texts[i] or "") if normalised else normalise(texts[i]) for i in short]
+            cp, off = _code_points(norm)
+            sub = self.empty(len(short))
+            _sig_texts(cp, off, self.n, self.a, self.b, sub)
+            out[short] = sub
+            lens[short] = np.diff(off)
+        return out, lens
+
+    def signature(self, text: str, normalised: bool = False) -> np.ndarray:
+        return self.signatures([text], normalised)[0]
+
+    def _long(self, text: str, out: np.ndarray, normalised: bool) -> int:
+        """A long text, piece by piece: the last n-1 characters of each piece are carried
+        over, so every shingle that spans two pieces is still hashed. Returns the length
+        of the normalised text."""
+        carry, ran, length = "", False, 0
+        pieces = _raw_pieces(text) if normalised else normalised_pieces(text)
+        for piece in pieces:
+            length += len(piece)
+            buf = carry + piece
+            if len(buf) >= self.n:
+                cp, off = _code_points([buf])
+                _sig_texts(cp, off, self.n, self.a, self.b, out)
+                ran = True
+                carry = buf[len(buf) - (self.n - 1):] if self.n > 1 else ""
+            else:
+                carry = buf
+        if not ran:  # the whole normalised text is shorter than one shingle
+            cp, off = _code_points([carry])
+            _sig_texts(cp, off, self.n, self.a, self.b, out)
+        return length
+
+    def signatures_of_hashed_sets(self, sets: list[np.ndarray]) -> np.ndarray:
+        """Signatures of sets of 32-bit shingle hashes (the simulation in minhash_demo.py)."""
+        lens = np.array([len(s) for s in sets], dtype=np.int64)
+        off = np.zeros(len(sets) + 1, np.int64)
+        np.cumsum(lens, out=off[1:])
+        x = np.concatenate(sets).astype(np.uint32) if sets else np.zeros(0, np.uint32)
+        out = self.empty(len(sets))
+        _sig_hashed(x, off, self.a, self.b, out)
+        return out
+
+
+def _code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Texts -> one uint32 array of Unicode code points, and the offsets of each text."""
+    enc = [t.encode("utf-32-le") for t in texts]
+    off = np.zeros(len(enc) + 1, np.int64)
+    np.cumsum(np.fromiter((len(e) // 4 for e in enc), np.int64, len(enc)), out=off[1:])
+    return np.frombuffer(b"".join(enc), dtype=np.uint32), off
+
+
+def _raw_pieces(text: str, size: int = LONG_TEXT):
+    for i in range(0, len(text), size):
+        yield text[i:i + size]
+
+
+def normalised_pieces(text: str, size: int = LONG_TEXT):
+    """normalise(text), yielded in pieces of about `size` characters (bounded memory).
+
+    "".join(normalised_pieces(t)) == normalise(t): a cut inside a word joins the two
+    halves back without a space; a cut inside a whitespace run becomes one space.
+    """
+    emitted = need_space = False
+    for i in range(0, len(text), size):
+        raw = text[i:i + size]
+        words = raw.split()
+        if not words:
+            need_space = True
+            continue
+        body = " ".join(words).lower()
+        if emitted and (need_space or raw[0].isspace()):
+            body = " " + body
+        yield body
+        emitted, need_space = True, raw[-1].isspace()
+
+
+def similarity(sig_a: np.ndarray, sig_b: np.ndarray) -> np.ndarray:
+    """MinHash estimate of Jaccard: the fraction of positions where two signatures agree."""
+    return (np.asarray(sig_a) == np.asarray(sig_b)).mean(axis=-1)
+
+
+def band_hashes(sig: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """(bands, docs) uint64: one hash per band of each signature (section 3.5)."""
+    if sig.shape[1] != bands * rows:
+        raise ValueError(f"signature length {sig.shape[1]} != bands {bands} x rows {rows}")
+    out = np.empty((bands, sig.shape[0]), dtype=np.uint64)
+    _band_hashes(np.ascontiguousarray(sig), bands, rows, out)
+    return out
+
+
+def candidate_probability(s, bands: int, rows: int):
+    """P = 1 - (1 - s^r)^b: the chance that a pair of similarity s shares a band."""
+    return 1.0 - (1.0 - np.asarray(s, dtype=float) ** rows) ** bands
+
+
+# --------------------------------------------------------------------------------------
+# LSH buckets by sorting, and union-find.
+# --------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _bucket_pairs_into(h, order, all_pairs_max, out, fill):
+    """Count (fill=False) or write (fill=True) the candidate pairs; returns the count."""
+    n = order.shape[0]
+    cnt = 0
+    s = 0
+    while s < n:
+        e = s + 1
+        while e < n and h[order[e]] == h[order[s]]:
+            e += 1
+        m = e - s
+        if m > 1:
+            if m <= all_pairs_max:
+                for p in range(s, e):
+                    for q in range(p + 1, e):
+                        if fill:
+                            out[cnt, 0] = order[p]
+                            out[cnt, 1] = order[q]
+                        cnt += 1
+            else:
+                for q in range(s + 1, e):
+                    if fill:
+                        out[cnt, 0] = order[s]
+                        out[cnt, 1] = order[q]
+                    cnt += 1
+                    if q - 1 > s:
+                        if fill:
+                            out[cnt, 0] = order[q - 1]
+                            out[cnt, 1] = order[q]
+                        cnt += 1
+        s = e
+    return cnt
+
+
+def bucket_pairs(h: np.ndarray, all_pairs_max: int = ALL_PAIRS_MAX) -> np.ndarray:
+    """Candidate pairs (i < j) of documents whose band hashes h are equal.
+
+    Buckets are found by a stable sort, not a dict: equal hashes become neighbours and
+    ties stay in corpus order. A bucket of m <= all_pairs_max documents yields all its
+    pairs, so verification sees every edge; a bigger bucket (templated pages, say)
+    yields each member paired with the bucket's first member and with its predecessor,
+    to stay linear.
+    """
+    order = np.argsort(h, kind="stable")
+    dummy = np.empty((0, 2), dtype=np.int64)
+    n = _bucket_pairs_into(h, order, all_pairs_max, dummy, False)
+    out = np.empty((n, 2), dtype=np.int64)
+    _bucket_pairs_into(h, order, all_pairs_max, out, True)
+    return out
+
+
+@njit(cache=True)
+def _find(parent, x):
+    root = x
+    while parent[root] != root:
+        root = parent[root]
+    while parent[x] != root:  # path compression
+        nxt = parent[x]
+        parent[x] = root
+        x = nxt
+    return root
+
+
+@njit(cache=True)
+def union_find(n, edges):
+    """Connected components of n nodes; each node's root is its component's smallest index."""
+    parent = np.arange(n, dtype=np.int64)
+    for t in range(edges.shape[0]):
+        ra, rb = _find(parent, edges[t, 0]), _find(parent, edges[t, 1])
+        if ra < rb:
+            parent[rb] = ra
+        elif rb < ra:
+            parent[ra] = rb
+    for x in range(n):
+        parent[x] = _find(parent, x)
+    return parent
+
+
+# --------------------------------------------------------------------------------------
+# Phase 1: signatures and band hashes of one shard, streamed to disk batch by batch.
+# --------------------------------------------------------------------------------------
+
+def signature_task(rank: int, world_size: int, shards: list[str], rows: list[int], staging: str,
+                   num_perm: int, ngram: int, seed: int, bands: int, band_rows: int) -> None:
+    work = Path(staging) / WORK
+    (work / "sig").mkdir(parents=True, exist_ok=True)
+    (work / "band").mkdir(parents=True, exist_ok=True)
+    n = rows[rank]
+    mh = MinHasher(num_perm, ngram, seed)
+    sig_tmp = work / "sig" / f"{rank:05d}.tmp.npy"
+    band_tmp = work / "band" / f"{rank:05d}.tmp.npy"
+    sig = np.lib.format.open_memmap(sig_tmp, mode="w+", dtype=np.uint32, shape=(n, num_perm))
+    band = np.lib.format.open_memmap(band_tmp, mode="w+", dtype=np.uint64, shape=(bands, n))
+    start = nbytes = short = 0
+    for batch in iter_batches(shards[rank], columns=["text"], batch_rows=BATCH_ROWS):
+        texts = batch.column(0).to_pylist()
+        s, lens = mh.signatures_and_lengths(texts)
+        sig[start:start + len(texts)] = s
+        band[:, start:start + len(texts)] = band_hashes(s, bands, band_rows)
+        start += len(texts)
+        nbytes += sum(len(t.encode("utf-8")) for t in texts if t)
+        short += int((lens < ngram).sum())
+    if start != n:
+        raise StageError(f"{shards[rank]}: read {start} rows, footer says {n}")
+    sig.flush()
+    band.flush()
+    del sig, band
+    sig_tmp.replace(work / "sig" / f"{rank:05d}.npy")
+    band_tmp.replace(work / "band" / f"{rank:05d}.npy")
+    save_task_result(staging, "signatures", rank, {"docs": n, "bytes": nbytes, "short": short})
+
+
+# --------------------------------------------------------------------------------------
+# Phase 2: one band's buckets, grouped by sorting.
+# --------------------------------------------------------------------------------------
+
+def bucket_task(rank: int, world_size: int, shards: int, staging: str) -> None:
+    work = Path(staging) / WORK
+    h = np.concatenate([np.load(work / "band" / f"{s:05d}.npy", mmap_mode="r")[rank]
+                        for s in range(shards)])
+    pairs = bucket_pairs(h)
+    save_npy(work / "pairs" / f"{rank:03d}.npy", pairs)
+    save_task_result(staging, "buckets", rank, {"pairs": int(len(pairs))})
+
+
+# --------------------------------------------------------------------------------------
+# Phase 3: verify candidates against all k values.
+# --------------------------------------------------------------------------------------
+
+class Signatures:
+    """Random access to the per-shard signature files by global document index."""
+
+    def __init__(self, work: Path, shards: int, offsets: np.ndarray):
+        self.mm = [np.load(work / "sig" / f"{s:05d}.npy", mmap_mode="r") for s in range(shards)]
+        self.offsets = offsets
+
+    def get(self, gidx: np.ndarray) -> np.ndarray:
+        gidx = np.asarray(gidx, dtype=np.int64)
+        k = self.mm[0].shape[1] if self.mm else 0
+        out = np.empty((len(gidx), k), dtype=np.uint32)
+        shard, row = locate(self.offsets, gidx)
+        for s in np.unique(shard):
+            sel = shard == s
+            out[sel] = self.mm[s][row[sel]]
+        return out
+
+
+def unique_pairs(pair_files: list[Path], n_docs: int) -> np.ndarray:
+    """All candidate pairs from every band, each once, sorted."""
+    keys = [np.load(f) for f in pair_files]
+    keys = [p[:, 0] * n_docs + p[:, 1] for p in keys if len(p)]
+    if not keys:
+        return np.zeros((0, 2), np.int64)
+    u = np.unique(np.concatenate(keys))
+    return np.stack([u // n_docs, u % n_docs], axis=1)
+
+
+def verify(pairs: np.ndarray, sigs: Signatures, threshold: float,
+           chunk: int = 1 << 18) -> tuple[np.ndarray, np.ndarray]:
+    """Similarity of each candidate over all k values; returns (sims, accepted mask)."""
+    sims = np.empty(len(pairs), dtype=np.float64)
+    for s in range(0, len(pairs), chunk):
+        p = pairs[s:s + chunk]
+        sims[s:s + chunk] = similarity(sigs.get(p[:, 0]), sigs.get(p[:, 1]))
+    return sims, sims >= threshold - 1e-12
+
+
+# --------------------------------------------------------------------------------------
+# Phase 5: copy the kept rows of one shard.
+# --------------------------------------------------------------------------------------
+
+def filter_task(rank: int, world_size: int, shards: list[str], names: list[str],
+                offsets: list[int], staging: str) -> None:
+    removed = np.load(Path(staging) / WORK / "removed.npy", mmap_mode="r")
+    lo, hi = offsets[rank], offsets[rank + 1]
+    a, b = np.searchsorted(removed, [lo, hi])
+    keep = np.ones(hi - lo, dtype=bool)
+    keep[np.asarray(removed[a:b]) - lo] = False
+    rec = filter_shard(shards[rank], Path(staging) / names[rank], keep)
+    save_task_result(staging, "filter", rank, rec)
+
+
+# --------------------------------------------------------------------------------------
+# Report.
+# --------------------------------------------------------------------------------------
+
+def largest_clusters(root: np.ndarray, n: int = 5) -> list[tuple[int, int]]:
+    """(kept index, size) of the n largest clusters, ties by corpus order."""
+    removed = np.nonzero(root != np.arange(len(root)))[0]
+    if len(removed) == 0:
+        return []
+    r, c = np.unique(root[removed], return_counts=True)
+    order = np.lexsort((r, -c))[:n]
+    return [(int(r[i]), int(c[i]) + 1) for i in order]
+
+
+def build_report(shards, offsets, sigs, root, removed, kept_of, sims, counts, staging: Path,
+                 config: dict) -> str:
+    rep = staging / "report"
+    rep.mkdir(exist_ok=True)
+    ids = fetch_rows(shards, offsets, removed, "id")
+    kept_ids = fetch_rows(shards, offsets, kept_of, "id")
+    size = np.bincount(root, minlength=len(root))
+    s, r = locate(offsets, removed)
+    ks, kr = locate(offsets, kept_of)
+    write_table(rep / "removed.parquet", pa.table({
+        "id": pa.array(ids, pa.string()), "kept_id": pa.array(kept_ids, pa.string()),
+        "similarity": pa.array(sims, pa.float64()),
+        "shard": pa.array(s, pa.int32()), "row": pa.array(r, pa.int64()),
+        "kept_shard": pa.array(ks, pa.int32()), "kept_row": pa.array(kr, pa.int64()),
+        "cluster_size": pa.array(size[kept_of], pa.int64())}))
+
+    clusters = largest_clusters(root)
+    lines, md_clusters, js_clusters = [], [], []
+    for rank, (k, sz) in enumerate(clusters, 1):
+        members = np.nonzero(root == k)[0][:3]
+        texts = fetch_rows(shards, offsets, members, "text")
+        mids = fetch_rows(shards, offsets, members, "id")
+        msims = similarity(sigs.get(members), sigs.get([k] * len(members)))
+        lines.append(f"cluster {rank}: {sz} documents, kept {mids[0]}")
+        entry = {"kept_id": mids[0], "size": sz, "members": []}
+        for i, (mid, t, sm) in enumerate(zip(mids, texts, msims)):
+            tag = "kept   " if i == 0 else f"sim {sm:.2f}"
+            lines.append(f"  {tag} {mid}: {snippet(t, 90)}")
+            entry["members"].append({"id": mid, "similarity": round(float(sm), 4), "text": snippet(t)})
+        js_clusters.append(entry)
+        md_clusters.append([mids[0], sz, snippet(texts[0], 100)])
+
+    c = counts
+    rows = [["documents", c["docs_in"], c["docs_out"], pct(c["docs_out"], c["docs_in"])],
+            ["bytes", human_bytes(c["bytes_in"]), human_bytes(c["bytes_out"]),
+             pct(c["bytes_out"], c["bytes_in"])]]
+    head = ["dedup_minhash", "before", "after", "kept"]
+    lsh = [["band collisions (pairs, all bands)", c["band_pairs"]],
+           ["candidate pairs (unique)", c["candidates"]],
+           [f"rejected: similarity < {config['threshold']}", c["candidates_rejected"]],
+           ["verified duplicate pairs", c["candidates"] - c["candidates_rejected"]],
+           ["clusters (2+ documents)", c["clusters"]],
+           ["removed: near_duplicate", c["removed"]["near_duplicate"]],
+           [f"texts shorter than {config['ngram']} chars (one shingle)", c["short_texts"]]]
+    text = table(head, rows) + "\n\n" + table(["LSH " + f"b={config['bands']} r={config['rows']}", "count"], lsh)
+    if lines:
+        text += "\n\nlargest clusters:\n" + "\n".join(lines)
+    ex_n = min(5, len(removed))
+    ex_text = fetch_rows(shards, offsets, removed[:ex_n], "text")
+    examples = [{"id": ids[i], "kept_id": kept_ids[i], "similarity": round(float(sims[i]), 4),
+                 "text": snippet(ex_text[i])} for i in range(ex_n)]
+    md = "# dedup_minhash\n\n" + markdown_table(head, rows) + "\n\n" + markdown_table(["LSH", "count"], lsh)
+    if md_clusters:
+        md += "\n\n## Largest clusters\n\n" + markdown_table(["kept id", "documents", "text"], md_clusters)
+    if examples:
+        md += "\n\n## Removed examples\n\n" + markdown_table(
+            ["removed id", "kept id", "similarity", "text"],
+            [[e["id"], e["kept_id"], f"{e['similarity']:.3f}", e["text"]] for e in examples])
+    save_report(rep, "dedup_minhash_stats", {**c, "config": config, "largest_clusters": js_clusters,
+                                             "examples": examples}, md)
+    return text
+
+
+# --------------------------------------------------------------------------------------
+
+def check_args(args) -> None:
+    if args.ngram < 1:
+        raise StageError(f"--ngram {args.ngram}: must be at least 1")
+    if args.num_perm < 1 or args.bands < 1 or args.rows < 1:
+        raise StageError("--num-perm, --bands and --rows must be positive")
+    if args.bands * args.rows != args.num_perm:
+        raise StageError(f"--bands {args.bands} x --rows {args.rows} = {args.bands * args.rows}, "
+                         f"but --num-perm is {args.num_perm}: LSH needs b*r == k")
+    if not 0.0 < args.threshold <= 1.0:
+        raise StageError(f"--threshold {args.threshold}: must be in (0, 1]")
+    if args.workers < 1:
+        raise StageError("--workers must be at least 1")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--input", default=str(layout.DEDUP_EXACT), help="default: data/dedup_exact")
+    p.add_argument("--output", default=str(layout.DEDUP), help="default: data/dedup")
+    p.add_argument("--ngram", type=int, default=5, help="shingle length in characters (default 5)")
+    p.add_argument("--num-perm", type=int, default=128, help="k, hash functions (default 128)")
+    p.add_argument("--bands", type=int, default=16, help="b, LSH bands (default 16)")
+    p.add_argument("--rows", type=int, default=8, help="r, rows per band (default 8); b*r must be k")
+    p.add_argument("--threshold", type=float, default=0.8,
+                   help="a candidate pair is a duplicate if its signatures agree on at least "
+                        "this fraction of the k values (default 0.8)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the hash functions (default 1)")
+    add_executor_args(p)
+    args = p.parse_args(argv)
+    check_args(args)
+    inp, out = Path(args.input), Path(args.output)
+    if inp.resolve() == out.resolve():
+        raise StageError(f"--output {out} is the input folder; choose another")
+    shards = list_shards(inp)
+    config = {"normalise": "collapse whitespace, lowercase", "ngram": args.ngram,
+              "num_perm": args.num_perm, "bands": args.bands, "rows": args.rows,
+              "threshold": args.threshold, "seed": args.seed,
+              "hash": "fnv1a+fmix64 shingle, (a*x+b)>>32 uint32", "verify": "signature"}
+    run = StageRun("dedup_minhash", out, config, input_manifest=inp / "manifest.json")
+    if run.resumed:
+        print(f"resuming in {run.staging}", file=sys.stderr)
+    rows = shard_rows(shards)
+    offsets = shard_offsets(rows)
+    n_docs = int(offsets[-1])
+    staging, work = run.staging, run.staging / WORK
+    names = [s.name for s in shards]
+
+    with run.phase("signatures"):
+        run_tasks(signature_task, len(shards), args, run.logging_dir("signatures"), "signatures",
+                  shards=[str(s) for s in shards], rows=[int(r) for r in rows], staging=str(staging),
+                  num_perm=args.num_perm, ngram=args.ngram, seed=args.seed,
+                  bands=args.bands, band_rows=args.rows)
+    sig_results = load_task_results(staging, "signatures", len(shards))
+
+    with run.phase("buckets"):
+        run_tasks(bucket_task, args.bands, args, run.logging_dir("buckets"), "buckets",
+                  shards=len(shards), staging=str(staging))
+    band_pairs = sum(r["pairs"] for r in load_task_results(staging, "buckets", args.bands))
+
+    with run.phase("verify"):
+        sigs = Signatures(work, len(shards), offsets)
+        pairs = unique_pairs([work / "pairs" / f"{j:03d}.npy" for j in range(args.bands)], n_docs)
+        sims, ok = verify(pairs, sigs, args.threshold)
+
+    with run.phase("cluster"):
+        root = union_find(n_docs, np.ascontiguousarray(pairs[ok]))
+        removed = np.nonzero(root != np.arange(n_docs))[0]
+        kept_of = root[removed]
+        removed_sims = similarity(sigs.get(removed), sigs.get(kept_of)) if len(removed) else np.zeros(0)
+        save_npy(work / "removed.npy", removed)
+
+    with run.phase("filter"):
+        run_tasks(filter_task, len(shards), args, run.logging_dir("filter"), "filter",
+                  shards=[str(s) for s in shards], names=names,
+                  offsets=[int(x) for x in offsets], staging=str(staging))
+    records = load_task_results(staging, "filter", len(shards))
+
+    counts = {
+        "docs_in": n_docs, "docs_out": sum(r["rows"] for r in records),
+        "bytes_in": sum(r["bytes"] for r in sig_results),
+        "bytes_out": sum(r["text_bytes"] for r in records),
+        "removed": {"near_duplicate": int(len(removed))},
+        "band_pairs": int(band_pairs), "candidates": int(len(pairs)),
+        "candidates_rejected": int((~ok).sum()), "clusters": int(len(np.unique(kept_of))),
+        "short_texts": sum(r["short"] for r in sig_results),
+    }
+    if counts["docs_in"] != counts["docs_out"] + len(removed):
+        raise StageError(f"internal error: {counts['docs_in']} in != {counts['docs_out']} out "
+                         f"+ {len(removed)} removed")
+    with run.phase("report"):
+        text = build_report(shards, offsets, sigs, root, removed, kept_of, removed_sims, counts,
+                            staging, config)
+    del sigs
+    shutil.rmtree(work, ignore_errors=True)
+    shutil.rmtree(staging / "_results", ignore_errors=True)
+    run.commit(records, counts)
+    print(text)
+    print(f"wrote {out}/ ({len(records)} shards), {out}/report/ and {out}/manifest.json")
+    return 0
+
+
+if __name__ == "__main__":
+    run_stage(main)
