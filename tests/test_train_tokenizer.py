@@ -1,0 +1,238 @@
+"""train_tokenizer.py: the sample, the checks before saving, the output, determinism."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import train_tokenizer as tt
+from conftest import run_script
+from dataprep.errors import StageError
+from dataprep.shards import list_shards
+from dataprep.tokenizer import EOS_TOKEN, SPECIAL_TOKENS, load_tokenizer, ordinary_tokenizer
+
+VOCAB = 2000  # small: the tests train twice on the few-MB sample
+
+
+@pytest.fixture(scope="module")
+def trained(sample_layout, tmp_path_factory) -> Path:
+    """The sample's raw shards -> a tokenizer folder, trained with 2 threads."""
+    out = tmp_path_factory.mktemp("tok2") / "tokenizer"
+    run_script("train_tokenizer.py", "--input", sample_layout / "raw", "--output", out,
+               "--vocab-size", VOCAB, "--workers", "2")
+    return out
+
+
+def manifest(folder: Path) -> dict:
+    return json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+
+
+# ---- the output ------------------------------------------------------------------------
+
+def test_output_layout_and_manifest(trained):
+    assert sorted(p.name for p in trained.iterdir()) == [
+        "manifest.json", "report", "tokenizer.json", "tokenizer_config.json"]
+    assert (trained / "report" / "train_tokenizer_stats.md").exists()
+    m = manifest(trained)
+    assert m["files"][0]["name"] == "tokenizer.json"
+    assert m["counts"]["vocab_size"] == VOCAB and m["counts"]["max_id"] == VOCAB - 1
+    s = m["sample"]
+    # the whole sample minus the held-out part (min-bytes 1 GB > the corpus)
+    assert s["sample_docs"] + s["heldout_docs"] <= m["counts"]["docs_in"]
+    assert s["sample_bytes"] + s["heldout_bytes"] == m["counts"]["bytes_in"]
+    assert 0 < s["heldout_bytes"] <= 0.1 * m["counts"]["bytes_in"] + 10_000
+    # the sample's English/Chinese mix is recorded (the bundled sample has both)
+    assert s["zh_docs"] > 100 and s["en_docs"] > 100
+    assert abs(s["han_share"] + s["latin_share"] - 1) < 1e-3
+
+
+def test_compression_keys_verify_reads(trained):
+    comp = manifest(trained)["compression"]
+    for lang in ("en", "zh"):
+        c = comp[lang]
+        assert c["docs"] > 10
+        assert c["chars_per_token"] == pytest.approx(c["chars"] / c["tokens"], abs=1e-3)
+        assert c["bytes_per_token"] == pytest.approx(c["bytes"] / c["tokens"], abs=1e-3)
+    # a Chinese character is 3 bytes: Chinese packs fewer characters but more bytes per token
+    assert comp["zh"]["chars_per_token"] < comp["en"]["chars_per_token"]
+    assert comp["zh"]["bytes_per_token"] > comp["en"]["bytes_per_token"]
+
+
+def test_heldout_documents_are_not_in_the_training_sample(sample_layout, tmp_path):
+    shards = [str(s) for s in list_shards(sample_layout / "raw")]
+    sizes = tt.shard_text_bytes(sample_layout / "raw", list_shards(sample_layout / "raw"))
+    held_q, train_q = tt.quotas(200_000, sizes), tt.quotas(1_000_000, sizes)
+    for rank in range(len(shards)):
+        tt.sample_shard(rank, len(shards), shards, str(tmp_path), held_q, train_q, 0, 100_000)
+    results = [json.loads((tmp_path / "_results" / "sample" / f"{r:05d}.json").read_text())
+               for r in range(len(shards))]
+    # every shard gives its share of bytes: the sample is spread evenly over the shards
+    for r, res in enumerate(results):
+        assert res["sample_bytes"] == pytest.approx(train_q[r], abs=6_000)
+        assert res["heldout_bytes"] == pytest.approx(held_q[r], abs=6_000)
+    # the rows chosen for each set are disjoint (ids tell rows apart, texts may repeat)
+    for r in range(len(shards)):
+        lengths = tt.pc.binary_length(
+            tt.read_table(shards[r], columns=["text"]).column("text")).to_numpy(
+            zero_copy_only=False).astype(np.int64)
+        h, t = tt.choose_rows(lengths, 0, r, held_q[r], train_q[r])
+        assert not set(h.tolist()) & set(t.tolist())
+
+
+def test_tokenizer_checks_on_the_saved_file(trained):
+    tok = load_tokenizer(trained / "tokenizer.json")
+    assert tok.get_vocab_size() == VOCAB
+    assert [tok.token_to_id(t) for t in SPECIAL_TOKENS] == list(range(11))
+    plain = ordinary_tokenizer(tok)
+    for name, text in tt.ROUND_TRIP_CASES.items():
+        ids = plain.encode(text, add_special_tokens=False).ids
+        assert plain.decode(ids, skip_special_tokens=False) == text, name
+    # 4.4: a character never seen in training still round-trips (all 256 bytes are in)
+    rare = "𓀀 ꙮ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢"
+    assert plain.decode(plain.encode(rare).ids) == rare
+
+
+def test_literal_endoftext_is_plain_text_unless_asked(trained):
+    tok = load_tokenizer(trained / "tokenizer.json")
+    text = f"a page that says {EOS_TOKEN} in its text"
+    # HF tokenizers matches special tokens in raw text by default: the trap
+    assert 0 in tok.encode(text, add_special_tokens=False).ids
+    # document text goes through ordinary_tokenizer: no special id, same text back
+    ids = ordinary_tokenizer(tok).encode(text, add_special_tokens=False).ids
+    assert not set(ids) & set(range(len(SPECIAL_TOKENS)))
+    assert tok.decode(ids) == text
+    # asked for explicitly, it is the single special id
+    assert tok.encode(EOS_TOKEN).ids == [0]
+
+
+def test_loads_in_transformers_with_eos(trained):
+    transformers = pytest.importorskip("transformers")
+    t = transformers.PreTrainedTokenizerFast.from_pretrained(str(trained))
+    assert t.eos_token == EOS_TOKEN and t.eos_token_id == 0
+    assert len(t) == VOCAB
+    text = "Hello , world .  机器学习 😀\n\n  x"
+    assert t.decode(t(text)["input_ids"]) == text  # clean_up_tokenization_spaces is off
+
+
+def test_same_bytes_for_any_workers(trained, sample_layout, tmp_path):
+    out = tmp_path / "tokenizer"
+    run_script("train_tokenizer.py", "--input", sample_layout / "raw", "--output", out,
+               "--vocab-size", VOCAB, "--workers", "1")
+    for name in ("tokenizer.json", "tokenizer_config.json", "report/heldout.parquet"):
+        assert (out / name).read_bytes() == (trained / name).read_bytes(), name
+    assert manifest(out)["compression"] == manifest(trained)["compression"]
+
+
+# ---- failing loudly --------------------------------------------------------------------
+
+def test_too_small_corpus_says_how_far_it_got(sample_layout, tmp_path):
+    out = tmp_path / "tokenizer"
+    out.mkdir()
+    (out / "keep.txt").write_text("previous output")
+    cp = run_script("train_tokenizer.py", "--input", sample_layout / "raw", "--output", out,
+                    "--max-bytes", "30000", "--min-bytes", "0", "--workers", "1", check=False)
+    assert cp.returncode == 2, cp.stderr
+    err = cp.stderr.strip().splitlines()[-1]
+    assert err.startswith("error: the vocabulary reached only ") and "of --vocab-size 32,000" in err
+    assert "lower --vocab-size" in err and "Traceback" not in cp.stderr
+    assert (out / "keep.txt").read_text() == "previous output"  # untouched
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--vocab-size", "70000"], "uint16"),
+    (["--vocab-size", "200"], "special tokens"),
+    (["--max-bytes", "3000000000"], "issue 2058"),
+    (["--sample-ratio", "0"], "--sample-ratio"),
+    (["--min-bytes", "10", "--max-bytes", "5"], "--min-bytes"),
+])
+def test_bad_flags_give_one_line_errors(sample_layout, tmp_path, args, words):
+    cp = run_script("train_tokenizer.py", "--input", sample_layout / "raw",
+                    "--output", tmp_path / "t", *args, check=False)
+    assert cp.returncode == 2
+    assert cp.stderr.startswith("error: ") and words in cp.stderr and "Traceback" not in cp.stderr
+
+
+def test_missing_input(tmp_path):
+    cp = run_script("train_tokenizer.py", "--input", tmp_path / "nope", "--output", tmp_path / "t",
+                    check=False)
+    assert cp.returncode == 2 and "does not exist" in cp.stderr
+
+
+def test_each_check_catches_its_failure():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    texts = ["hello world, the quick brown fox", "机器学习模型训练", "low lower newest widest"] * 50
+
+    def small(specials, decoder=True):
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        if decoder:
+            tok.decoder = decoders.ByteLevel()
+        tok.train_from_iterator(texts, trainers.BpeTrainer(
+            vocab_size=300, special_tokens=specials, show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+        return tok
+
+    good = small(SPECIAL_TOKENS)
+    assert tt.check_vocab(good, good.get_vocab_size(), 1000)["max_id"] == good.get_vocab_size() - 1
+    with pytest.raises(StageError, match="reached only"):
+        tt.check_vocab(good, 32000, 1000)
+    with pytest.raises(StageError, match="wrong ids"):
+        tt.check_special_ids(small(SPECIAL_TOKENS[::-1]))
+    with pytest.raises(StageError, match="round trip failed on chinese"):
+        tt.check_round_trip(ordinary_tokenizer(small(SPECIAL_TOKENS, decoder=False)),
+                            {"chinese": "机器学习"})
+    with pytest.raises(StageError, match="forge a boundary"):
+        tt.check_literal_specials(good, good)  # the full tokenizer matches the literal
+    assert tt.check_literal_specials(good, ordinary_tokenizer(good))["explicit_eos_ids"] == [0]
+
+
+# ---- the sample plan -------------------------------------------------------------------
+
+def test_plan_sample_bounds():
+    GB = 10**9
+    # 5% of 100 GB = 5 GB, capped at 2 GB
+    assert tt.plan_sample(100 * GB, 0.05, GB, 2 * GB, 5 * 10**6) == (5 * 10**6, 2 * GB)
+    # 5% of 30 GB = 1.5 GB, inside the bounds
+    assert tt.plan_sample(30 * GB, 0.05, GB, 2 * GB, 5 * 10**6)[1] == 1.5 * GB
+    # 5% of 4 GB = 200 MB, raised to 1 GB
+    assert tt.plan_sample(4 * GB, 0.05, GB, 2 * GB, 5 * 10**6)[1] == GB
+    # a corpus smaller than min-bytes: all of it except the held-out part (at most 10%)
+    assert tt.plan_sample(4 * 10**6, 0.05, GB, 2 * GB, 5 * 10**6) == (400_000, 3_600_000)
+
+
+def test_quotas_follow_shard_sizes():
+    assert tt.quotas(100, [10, 30, 60]) == [10, 30, 60]
+    assert tt.quotas(50, [0, 100]) == [0, 50]
+    assert tt.quotas(50, [0, 0]) == [0, 0]
+
+
+def test_choose_rows_is_seeded_disjoint_and_meets_quotas():
+    lengths = np.full(1000, 100, dtype=np.int64)
+    h, t = tt.choose_rows(lengths, 0, 3, 5_000, 20_000)
+    assert len(h) == 50 and len(t) == 200 and not set(h) & set(t)
+    h2, t2 = tt.choose_rows(lengths, 0, 3, 5_000, 20_000)
+    assert (h == h2).all() and (t == t2).all()
+    h3, _ = tt.choose_rows(lengths, 0, 4, 5_000, 20_000)  # another shard: another draw
+    assert set(h3) != set(h)
+    # a quota larger than the shard takes every row once
+    h, t = tt.choose_rows(lengths, 1, 0, 1_000, 10**9)
+    assert len(h) + len(t) == 1000 and len(set(h) | set(t)) == 1000
+    assert tt.choose_rows(np.zeros(0, np.int64), 0, 0, 10, 10)[1].size == 0
+
+
+def test_language_mix_counts():
+    texts = pa.array(["机器学习 model", "hello world", "2024-01-01", "中文中文中文 abc"])
+    han, lat = tt.script_counts(texts)
+    assert han.tolist() == [4, 0, 0, 6] and lat.tolist() == [5, 10, 0, 3]
+    assert tt.doc_languages(han, lat).tolist() == ["en", "en", "", "zh"]
+
+
+def test_compression_is_a_ratio_of_totals():
+    c = tt.compression(lambda ts: [len(t) for t in ts], ["ab", "中"])
+    assert c["chars_per_token"] == 1.0 and c["bytes_per_token"] == pytest.approx(5 / 3, abs=1e-4)
+    assert tt.compression(len, [])["docs"] == 0
