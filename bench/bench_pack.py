@@ -1,0 +1,175 @@
+"""Benchmark: pack_parallel.py's encode path against the tutorial's packer and raw tiktoken.
+
+    python bench/bench_pack.py              # 50 MB built from the bundled sample
+    python bench/bench_pack.py --mb 10 --tokenizer data/tokenizer/tokenizer.json
+
+Three ways to turn the same documents into uint16 ids, each measured in this process
+(one core), side by side in one run:
+
+- reference: the tutorial's 5.5 `encode_shard`: `tok.encode(t).ids` per document,
+  `ids.extend`, then `np.array(ids, dtype=np.uint16).tofile(path)`;
+- pack: pack_parallel.pack_shard on the same documents in a parquet shard, i.e. the real
+  task: parquet read, val split, tiktoken encode, uint16 part files;
+- raw tiktoken: `enc.encode_ordinary(t)` per document with the same vocabulary, nothing else.
+
+Targets (issue 6): pack >= 4x the reference and >= 0.8x raw tiktoken, per core.
+Throughput is text MB per CPU-second of this process, so other load on the machine
+does not count against either side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+TARGET_VS_REFERENCE = 4.0
+TARGET_VS_TIKTOKEN = 0.8
+
+
+def train_tokenizer(texts: list[str], vocab_size: int, path: Path) -> Path:
+    """A byte-level BPE like train_tokenizer.py's, for when no trained one is given."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    from dataprep.tokenizer import SPECIAL_TOKENS
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    tok.save(str(path))
+    return path
+
+
+def reference_pack(tokenizer: str, texts: list[str], out: Path) -> int:
+    """The tutorial's encode_shard, verbatim in spirit."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(tokenizer)
+    eos = tok.token_to_id("<|endoftext|>")
+    ids = []
+    for t in texts:
+        ids.extend(tok.encode(t).ids)
+        ids.append(eos)
+    arr = np.array(ids, dtype=np.uint16)
+    arr.tofile(out)
+    return len(arr)
+
+
+def raw_tiktoken(enc, texts: list[str]) -> int:
+    return sum(len(enc.encode_ordinary(t)) for t in texts)
+
+
+def our_pack(tokenizer: str, shard: Path, staging: Path) -> int:
+    import pack_parallel as pp
+
+    pp._ENCODERS.clear()  # load the tokenizer inside the timed region, as a task does
+    pp.pack_shard(0, 1, shards=[str(shard)], staging=str(staging), tokenizer=tokenizer,
+                  encoder="tiktoken", seed=42, threshold=0, batch_rows=1024)
+    return sum(pp.part_path(staging, s, 0).stat().st_size // 2 for s in ("train", "val"))
+
+
+def _timed(fn, *a):
+    c0, w0 = time.process_time(), time.perf_counter()
+    out = fn(*a)
+    return out, time.process_time() - c0, time.perf_counter() - w0
+
+
+def run(corpus_texts: list[str], quick: bool = False, tokenizer: str | None = None) -> dict:
+    """Measure the three encoders on corpus_texts; rows of {name, mb_per_s_per_core,
+    ratio, target, ok}. quick: a small vocabulary trained on the corpus itself."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dataprep.tokenizer import load_tokenizer, to_tiktoken
+
+    mb = sum(len(t.encode("utf-8")) for t in corpus_texts) / 1e6
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        if tokenizer is None:
+            train_on = corpus_texts[: 300 if quick else 3000]
+            tokenizer = str(train_tokenizer(train_on, 600 if quick else 8000, d / "tok.json"))
+        enc = to_tiktoken(load_tokenizer(tokenizer))
+        if enc is None:
+            raise SystemExit(f"{tokenizer} does not convert to tiktoken")
+        shard = d / "part-00000.parquet"
+        pq.write_table(pa.table({"id": [f"bench-{i}" for i in range(len(corpus_texts))],
+                                 "text": corpus_texts}), shard)
+        n_ref, cpu_ref, wall_ref = _timed(reference_pack, tokenizer, corpus_texts, d / "ref.bin")
+        n_raw, cpu_raw, wall_raw = _timed(raw_tiktoken, enc, corpus_texts)
+        n_ours, cpu_ours, wall_ours = _timed(our_pack, tokenizer, shard, d / "staging")
+        # same vocabulary, same documents: the three must agree on the token count
+        same = n_ref == n_ours == n_raw + len(corpus_texts)
+
+    def rate(cpu):
+        return mb / cpu if cpu > 0 else float("inf")
+
+    ours = rate(cpu_ours)
+    rows = [
+        {"name": "reference (tutorial encode_shard)", "mb_per_s_per_core": rate(cpu_ref),
+         "ratio": None, "target": None, "ok": None},
+        {"name": "raw tiktoken encode_ordinary", "mb_per_s_per_core": rate(cpu_raw),
+         "ratio": None, "target": None, "ok": None},
+        {"name": "pack vs reference", "mb_per_s_per_core": ours,
+         "ratio": ours / rate(cpu_ref), "target": TARGET_VS_REFERENCE,
+         "ok": ours / rate(cpu_ref) >= TARGET_VS_REFERENCE},
+        {"name": "pack vs raw tiktoken", "mb_per_s_per_core": ours,
+         "ratio": ours / rate(cpu_raw), "target": TARGET_VS_TIKTOKEN,
+         "ok": ours / rate(cpu_raw) >= TARGET_VS_TIKTOKEN},
+    ]
+    return {"bench": "pack", "mb": mb, "docs": len(corpus_texts), "tokens": n_ours,
+            "same_token_count": same, "wall_seconds": {"reference": wall_ref, "raw": wall_raw,
+                                                       "pack": wall_ours},
+            "rows": rows}
+
+
+def sample_corpus(mb: float) -> list[str]:
+    """The bundled sample's texts, repeated until mb megabytes."""
+    import pyarrow.parquet as pq
+
+    from dataprep import layout
+
+    texts = [t for t in pq.read_table(ROOT / layout.SAMPLE, columns=["text"])
+             .column("text").to_pylist() if t]
+    out, size, i = [], 0, 0
+    while size < mb * 1e6:
+        t = texts[i % len(texts)]
+        out.append(t)
+        size += len(t.encode("utf-8"))
+        i += 1
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mb", type=float, default=50, help="corpus size (default 50 MB)")
+    p.add_argument("--tokenizer", default=None,
+                   help="tokenizer.json (default: train an 8k byte-level BPE on the corpus)")
+    p.add_argument("--quick", action="store_true")
+    a = p.parse_args(argv)
+    from dataprep.report import table
+
+    res = run(sample_corpus(a.mb), quick=a.quick, tokenizer=a.tokenizer)
+    print(f"{res['mb']:.1f} MB, {res['docs']:,} documents, {res['tokens']:,} tokens "
+          f"(token counts agree: {res['same_token_count']})")
+    print(table(["encoder", "MB/s per core", "ratio", "target", "ok"],
+                [[r["name"], round(r["mb_per_s_per_core"], 2),
+                  "" if r["ratio"] is None else f"{r['ratio']:.2f}x",
+                  "" if r["target"] is None else f">= {r['target']}x",
+                  "" if r["ok"] is None else ("yes" if r["ok"] else "NO")] for r in res["rows"]]))
+    return 0 if all(r["ok"] is not False for r in res["rows"]) and res["same_token_count"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

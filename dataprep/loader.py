@@ -1,0 +1,63 @@
+"""Reading train.bin / val.bin for training (tutorial 5.2): random windows, y = x shifted by one.
+
+    from dataprep.loader import get_batch
+    x, y = get_batch("train", batch_size=8, seq_len=1024)   # int64 arrays, shape (8, 1024)
+
+The files are flat uint16 token streams, read through np.memmap: the OS pages in only
+the windows a batch touches, so a file larger than RAM reads as fast as a small one.
+Windows start anywhere and may cross a document boundary (5.3): the EOS between
+documents tells the model where one ends.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from . import layout
+from .errors import StageError
+
+DTYPE = np.uint16
+SPLITS = ("train", "val")
+
+
+def bin_path(split: str, data_dir: str | os.PathLike = layout.DATA) -> Path:
+    if split not in SPLITS:
+        raise StageError(f"split {split!r}: use one of {', '.join(SPLITS)}")
+    return Path(data_dir) / f"{split}.bin"
+
+
+def open_bin(split: str, data_dir: str | os.PathLike = layout.DATA) -> np.memmap:
+    """The split's token stream as a read-only memmap (nothing is read until indexed)."""
+    p = bin_path(split, data_dir)
+    if not p.exists():
+        raise StageError(f"{p} not found; run pack_parallel.py first")
+    if p.stat().st_size % 2:
+        raise StageError(f"{p}: odd size {p.stat().st_size}; not a uint16 token file, "
+                         "rerun pack_parallel.py")
+    return np.memmap(p, dtype=DTYPE, mode="r")
+
+
+def get_batch(split: str, batch_size: int, seq_len: int,
+              data_dir: str | os.PathLike = layout.DATA,
+              rng: np.random.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """batch_size random windows of seq_len tokens: x, and y = the next token for each x.
+
+    Returns two int64 arrays of shape (batch_size, seq_len), as nanoGPT feeds them to
+    the model (torch.from_numpy(x) gives the tensor). The memmap is opened per call,
+    as nanoGPT does, so a long training loop does not keep growing resident pages.
+    """
+    if batch_size <= 0 or seq_len <= 0:
+        raise StageError(f"batch_size and seq_len must be positive (got {batch_size}, {seq_len})")
+    data = open_bin(split, data_dir)
+    if len(data) < seq_len + 1:
+        raise StageError(f"{bin_path(split, data_dir)} holds {len(data)} tokens: too few for "
+                         f"seq_len {seq_len} (need {seq_len + 1})")
+    rng = rng if rng is not None else np.random.default_rng()
+    # a start at len - seq_len - 1 is the last one whose y still fits
+    ix = rng.integers(0, len(data) - seq_len, size=batch_size)
+    x = np.stack([np.asarray(data[i:i + seq_len], dtype=np.int64) for i in ix])
+    y = np.stack([np.asarray(data[i + 1:i + 1 + seq_len], dtype=np.int64) for i in ix])
+    return x, y

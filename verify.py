@@ -1,0 +1,756 @@
+"""Section 6 of the tutorial: the acceptance checklist, run against data/.
+
+    python verify.py                     # checks data/, writes data/verify_report.md
+    python verify.py --data-dir /big/data --windows 20
+
+Each of the ten items prints PASS or FAIL with its figures; the report is also written
+as Markdown; the exit status is 1 if any item fails (2 for bad arguments). A FAIL names
+its likely cause and the stage to rerun, as the table in section 7 does:
+
+   1  train.bin / val.bin exist, size = 2 bytes x manifest tokens, and the token count is
+      within --size-tolerance of the estimate (input bytes / bytes per token on a sample, 5.6)
+   2  N random windows decode to readable text (replacement characters and byte-level
+      artefacts below --max-bad-char-rate)
+   3  the tokenizer round trip is lossless on English, Chinese and emoji
+   4  EOS count in each .bin = documents packed into it; EOS density reported
+   5  the cleaning stats table is present; a rule removing > 30% is flagged
+   6  document and byte counts before and after both dedup stages
+   7  compression (characters per token) on English and Chinese held-out text
+   8  no validation document in train: exact (normalised hash) and near-duplicate
+      (MinHash signatures of dedup_minhash.py, Jaccard >= 0.8)
+   9  the same pipeline ran end to end on the smoke data set (sample or TinyStories)
+  10  nothing lost: the manifests chain from raw to packed and every count adds up
+
+The .bin files are read in memmap chunks (--chunk-tokens), so they may exceed RAM.
+A check whose stage has not run yet fails with the stage to run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import unicodedata
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+from dataprep import layout
+from dataprep.errors import StageError, run_stage
+from dataprep.manifest import MANIFEST, check_input, read_manifest, upstream_path
+from dataprep.report import human_bytes, markdown_table, pct, table
+from dataprep.shards import iter_batches, list_shards
+from dataprep.tokenizer import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, load_tokenizer,
+                                max_token_id, ordinary_tokenizer, tokenizer_hash)
+
+PACK_MANIFEST = "pack_manifest.json"
+REPORT_NAME = "verify_report.md"
+SMOKE_DATASETS = ("sample", "tinystories")
+REPLACEMENT = "\ufffd"
+BYTE_LEVEL_ARTEFACTS = set("ĠĊĉ")  # what ByteLevel-mapped text shows without its decoder
+
+ROUND_TRIP = ["Hello world", "机器学习模型训练", "emoji 😀 测试", "a" * 200,
+              "Mixed 中文 and English, 标点符号！ 👍🏽 family 👨‍👩‍👧 flags 🇨🇳🇬🇧",
+              "tabs\tand\nnewlines\r\n  double  spaces   ", "literal <|endoftext|> in text"]
+
+# Held-out text written for this check (in no data set), for the compression figures.
+HELD_OUT = {
+    "en": [
+        "The committee met on Tuesday to review the budget for the new library. After a long "
+        "discussion, members agreed to fund the children's reading room first and to look "
+        "for private donors for the remaining work on the roof and the heating system.",
+        "To replace a bicycle chain, shift to the smallest gear, open the quick link with "
+        "pliers and pull the old chain out. Count the links, cut the new chain to the same "
+        "length, thread it through the derailleur and close the link by pedalling gently.",
+        "Rainfall in the valley was well below average this spring, so farmers planted "
+        "drought-tolerant varieties and delayed irrigation until the soil moisture readings "
+        "dropped below the thresholds recommended by the regional agricultural office.",
+    ],
+    "zh": [
+        "周二下午，委员会开会审议新图书馆的预算。经过长时间讨论，委员们同意先拨款建设儿童阅览室，"
+        "屋顶和供暖系统的剩余工程则另行寻找社会捐助。",
+        "更换自行车链条时，先把变速挂到最小的齿轮，用钳子打开快扣，取下旧链条。数清链节，把新链条"
+        "截成同样长度，穿过后拨，再轻轻踩动踏板，让快扣自动扣紧。",
+        "今年春天山谷里的降雨明显少于往年，农民们改种了耐旱品种，并推迟灌溉，直到土壤湿度低于"
+        "地区农业部门建议的数值。",
+    ],
+}
+PUBLISHED_CPT = "GPT-2 4.34 / 0.49, Llama-2 3.81 / 0.70, cl100k 4.40 / 0.85 (English / Chinese)"
+
+
+# --------------------------------------------------------------------------------------
+# Items and the context they share.
+# --------------------------------------------------------------------------------------
+
+@dataclass
+class Item:
+    num: int
+    title: str
+    ok: bool = True
+    figures: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)   # printed and reported, not judged
+    cause: str | None = None
+
+    def fail(self, what: str, cause: str) -> None:
+        self.ok = False
+        self.figures.append(f"FAIL: {what}")
+        if self.cause is None:
+            self.cause = cause
+        elif cause not in self.cause:
+            self.cause += "; " + cause
+
+
+class Missing(Exception):
+    """A prerequisite output is not there: the message names the stage to run."""
+
+
+class Context:
+    """What the checks share: paths, the pack manifest, the tokenizer, the corpus scan."""
+
+    def __init__(self, args):
+        self.args = args
+        self.data = Path(args.data_dir)
+        self._cache: dict = {}
+
+    def memo(self, key, fn):
+        if key not in self._cache:
+            try:
+                self._cache[key] = (True, fn())
+            except (Missing, StageError) as e:
+                self._cache[key] = (False, e)
+        ok, v = self._cache[key]
+        if not ok:
+            raise v
+        return v
+
+    # -- the packed output and its manifest ---------------------------------------------
+    @property
+    def pack(self) -> dict:
+        def load():
+            p = self.data / PACK_MANIFEST
+            if not p.exists():
+                raise Missing(f"{p} not found: run pack_parallel.py")
+            return read_manifest(p)
+        return self.memo("pack", load)
+
+    @property
+    def pack_counts(self) -> dict:
+        return self.pack["counts"]
+
+    @property
+    def eos(self) -> int:
+        return int(self.pack_counts["eos_id"])
+
+    # -- the tokenizer --------------------------------------------------------------------
+    @property
+    def tokenizer_path(self) -> Path:
+        if self.args.tokenizer:
+            return Path(self.args.tokenizer)
+        try:
+            return Path(self.pack_counts["tokenizer"]["path"])
+        except (Missing, KeyError, StageError):
+            return self.data / layout.TOKENIZER.relative_to(layout.DATA)
+
+    @property
+    def tok(self):
+        def load():
+            p = self.tokenizer_path
+            if not p.exists():
+                raise Missing(f"{p} not found: run train_tokenizer.py")
+            return load_tokenizer(p)
+        return self.memo("tok", load)
+
+    @property
+    def doc_tok(self):
+        """The tokenizer as pack encodes documents: special tokens are plain text."""
+        return self.memo("doc_tok", lambda: ordinary_tokenizer(self.tok))
+
+    # -- the manifest chain ---------------------------------------------------------------
+    @property
+    def chain(self) -> list[tuple[Path, dict]]:
+        """(manifest path, manifest) from the packed output back to the raw download."""
+        def walk():
+            p = self.data / PACK_MANIFEST
+            out = []
+            while p is not None:
+                if not p.exists():
+                    raise Missing(f"{p} not found: the chain breaks here; rerun "
+                                  f"{layout.script_for_dir(p.parent)}")
+                m = read_manifest(p)
+                out.append((p, m))
+                p = upstream_path(m, p)
+                if len(out) > 20:
+                    break
+            return out
+        return self.memo("chain", walk)
+
+    def stage_manifest(self, stage: str) -> tuple[Path, dict]:
+        """A stage's manifest: from the chain when pack has run, else its default folder."""
+        try:
+            for p, m in self.chain:
+                if m.get("stage") == stage:
+                    return p, m
+        except (Missing, StageError):
+            pass
+        script, out = layout.STAGES[stage]
+        p = self.data / out.relative_to(layout.DATA) / MANIFEST
+        if not p.exists():
+            raise Missing(f"{p} not found: run {script}")
+        return p, read_manifest(p)
+
+    @property
+    def input_dir(self) -> Path:
+        """The folder pack_parallel.py read."""
+        up = upstream_path(self.pack, self.data / PACK_MANIFEST)
+        if up is None or not up.exists():
+            raise Missing(f"the input of {self.data / PACK_MANIFEST} is gone: rerun the stage "
+                          "that wrote it, then pack_parallel.py")
+        return up.parent
+
+    @property
+    def val_ids(self) -> set[str]:
+        def load():
+            p = self.data / "pack_report" / "val_ids.txt"
+            if not p.exists():
+                raise Missing(f"{p} not found: rerun pack_parallel.py")
+            return set(p.read_text(encoding="utf-8").splitlines())
+        return self.memo("val_ids", load)
+
+    @property
+    def corpus(self) -> dict:
+        return self.memo("corpus", lambda: scan_corpus(self))
+
+
+def split_rng(seed: int, name: str) -> np.random.Generator:
+    return np.random.default_rng([seed, xxhash.xxh32_intdigest(name.encode())])
+
+
+# --------------------------------------------------------------------------------------
+# One streamed pass over the packed input: val documents and a sample of all documents.
+# --------------------------------------------------------------------------------------
+
+def scan_corpus(ctx: Context, sample_every: int = 100) -> dict:
+    """The val documents' texts, and a 1-in-`sample_every` id-hashed sample (5.6)."""
+    val_ids = ctx.val_ids
+    val, sample = {}, []
+    docs = 0
+    for shard in list_shards(ctx.input_dir):
+        for b in iter_batches(shard, columns=["id", "text"], batch_rows=4096):
+            for i, t in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
+                if t is None:
+                    continue
+                docs += 1
+                i = str(i)
+                if i in val_ids:
+                    val[i] = t
+                if xxhash.xxh64_intdigest(i.encode("utf-8"), 7) % sample_every == 0:
+                    sample.append(t)
+    return {"val": val, "sample": sample, "docs": docs}
+
+
+def iter_train_docs(ctx: Context):
+    """Batches of the train documents' texts (the input minus the val ids)."""
+    val_ids = ctx.val_ids
+    for shard in list_shards(ctx.input_dir):
+        for b in iter_batches(shard, columns=["id", "text"], batch_rows=2048):
+            yield [t for i, t in zip(b.column(0).to_pylist(), b.column(1).to_pylist())
+                   if t is not None and str(i) not in val_ids]
+
+
+def count_token(path: Path, token: int, chunk: int) -> tuple[int, int, int | None]:
+    """(tokens, occurrences of `token`, last token) of a .bin, read in memmap chunks."""
+    size = path.stat().st_size
+    n = size // 2
+    if n == 0:
+        return 0, 0, None
+    data = np.memmap(path, dtype=np.uint16, mode="r")
+    hits = 0
+    for start in range(0, n, chunk):
+        hits += int(np.count_nonzero(data[start:start + chunk] == token))
+    last = int(data[n - 1])
+    del data
+    return n, hits, last
+
+
+# --------------------------------------------------------------------------------------
+# The ten items.
+# --------------------------------------------------------------------------------------
+
+def check_files(ctx: Context) -> Item:
+    it = Item(1, "train.bin and val.bin exist, sizes match the manifest and the estimate")
+    c = ctx.pack_counts
+    for s in ("train", "val"):
+        p = ctx.data / f"{s}.bin"
+        if not p.exists():
+            it.fail(f"{p} missing", "pack_parallel.py did not finish; rerun pack_parallel.py")
+            continue
+        want = 2 * c[s]["tokens"]
+        size = p.stat().st_size
+        it.figures.append(f"{s}.bin: {size:,} bytes = 2 x {c[s]['tokens']:,} tokens"
+                          if size == want else f"{s}.bin: {size:,} bytes")
+        if size != want:
+            it.fail(f"{s}.bin is {size:,} bytes, manifest says 2 x {c[s]['tokens']:,} = {want:,}",
+                    "the .bin was changed or truncated after packing; rerun pack_parallel.py")
+    h = tokenizer_hash(ctx.tokenizer_path)
+    if h != c["tokenizer"]["xxh3_128"]:
+        it.fail(f"{ctx.tokenizer_path} changed since packing (hash {h[:12]} vs "
+                f"{c['tokenizer']['xxh3_128'][:12]})",
+                "the tokenizer was retrained after packing; rerun pack_parallel.py")
+    # 5.6: estimate = input bytes / (bytes per token on a 1% sample, EOS included)
+    sample = ctx.corpus["sample"] or list(ctx.corpus["val"].values())
+    s_bytes = sum(len(t.encode("utf-8")) for t in sample)
+    s_tokens = sum(len(e.ids) + 1 for e in ctx.doc_tok.encode_batch(sample, add_special_tokens=False))
+    bpt = s_bytes / s_tokens
+    est = c["bytes_out"] / bpt
+    tokens = c["train"]["tokens"] + c["val"]["tokens"]
+    dev = tokens / est - 1
+    it.figures.append(f"estimate {est:,.0f} tokens ({human_bytes(c['bytes_out'])} / {bpt:.3f} "
+                      f"bytes per token on a {len(sample):,}-document sample); packed "
+                      f"{tokens:,} ({dev:+.1%}, tolerance ±{ctx.args.size_tolerance:.0%})")
+    if abs(dev) > ctx.args.size_tolerance:
+        it.fail(f"token count is {dev:+.1%} off the estimate",
+                "documents were lost or duplicated while packing, or the input changed; "
+                "rerun pack_parallel.py")
+    return it
+
+
+def bad_chars(text: str) -> tuple[int, int]:
+    """(replacement characters, byte-level artefacts) in a decoded window. A window's
+    ends may cut a multi-byte character, so replacement characters there do not count."""
+    core = text.strip(REPLACEMENT)
+    return core.count(REPLACEMENT), sum(1 for ch in core if ch in BYTE_LEVEL_ARTEFACTS)
+
+
+def check_windows(ctx: Context) -> Item:
+    it = Item(2, f"{ctx.args.windows} random windows decode to readable text")
+    p = ctx.data / "train.bin"
+    data = np.memmap(p, dtype=np.uint16, mode="r")
+    n, w = len(data), ctx.args.window_tokens
+    if n <= w:
+        it.fail(f"{p} holds {n} tokens, fewer than one window", "rerun pack_parallel.py")
+        return it
+    rng = split_rng(ctx.args.seed, "windows")
+    chars = repl = art = 0
+    for k, start in enumerate(sorted(rng.integers(0, n - w, size=ctx.args.windows))):
+        text = ctx.tok.decode([int(x) for x in data[start:start + w]], skip_special_tokens=False)
+        r, a = bad_chars(text)
+        chars, repl, art = chars + len(text), repl + r, art + a
+        it.details.append(f"[{k}] tokens {start:,}..{start + w:,}: "
+                          + text.replace("\n", "⏎ ").replace("\r", "")[:400])
+    rate_r, rate_a = repl / max(chars, 1), art / max(chars, 1)
+    it.figures.append(f"{chars:,} characters decoded: {repl} replacement characters "
+                      f"({rate_r:.3%}), {art} byte-level artefacts 'Ġ/Ċ' ({rate_a:.3%}); "
+                      f"limit {ctx.args.max_bad_char_rate:.2%}")
+    if rate_r > ctx.args.max_bad_char_rate or rate_a > ctx.args.max_bad_char_rate:
+        it.fail("the decoded windows are garbled",
+                "pre_tokenizer and decoder not paired (both must be ByteLevel); fix "
+                "train_tokenizer.py, rerun it and pack_parallel.py")
+    return it
+
+
+def check_round_trip(ctx: Context) -> Item:
+    it = Item(3, "tokenizer round trip is lossless on English, Chinese and emoji")
+    tok = ctx.tok
+    rows = []
+    for s in ROUND_TRIP:
+        ids = ctx.doc_tok.encode(s, add_special_tokens=False).ids
+        back = tok.decode(ids, skip_special_tokens=False)
+        rows.append([s[:40].replace("\r", "␍").replace("\n", "⏎").replace("\t", "⇥"), len(s), len(ids),
+                     "yes" if back == s else "NO"])
+        if back != s:
+            it.fail(f"{s[:30]!r} decodes as {back[:30]!r}",
+                    "pre_tokenizer and decoder not paired, or initial_alphabet misses bytes; "
+                    "fix and rerun train_tokenizer.py")
+    it.details.append(table(["text", "chars", "tokens", "lossless"], rows))
+    top = max_token_id(tok)
+    it.figures.append(f"{sum(r[3] == 'yes' for r in rows)}/{len(rows)} strings lossless; "
+                      f"vocabulary {tok.get_vocab_size():,}, largest id {top:,}")
+    if top >= UINT16_LIMIT:
+        it.fail(f"largest id {top:,} does not fit uint16", "vocabulary too large; rerun "
+                "train_tokenizer.py with --vocab-size below 65,536")
+    missing = [t for t in SPECIAL_TOKENS if tok.token_to_id(t) is None]
+    it.figures.append(f"special tokens: {EOS_TOKEN}={tok.token_to_id(EOS_TOKEN)}, "
+                      f"{len(SPECIAL_TOKENS) - len(missing)}/{len(SPECIAL_TOKENS)} present")
+    if missing:
+        it.fail(f"special tokens missing: {', '.join(missing)}",
+                "the tokenizer was trained without SPECIAL_TOKENS; rerun train_tokenizer.py")
+    return it
+
+
+def check_eos(ctx: Context) -> Item:
+    it = Item(4, "EOS count in each .bin equals the documents packed into it")
+    c = ctx.pack_counts
+    for s in ("train", "val"):
+        p = ctx.data / f"{s}.bin"
+        n, hits, last = count_token(p, ctx.eos, ctx.args.chunk_tokens)
+        docs = c[s]["docs"]
+        dens = hits / n if n else 0.0
+        it.figures.append(f"{s}.bin: {hits:,} EOS for {docs:,} documents in {n:,} tokens; "
+                          f"density {dens:.5f} per token = 1 / {n / max(hits, 1):,.1f} "
+                          f"(average document {n / max(docs, 1):,.1f} tokens)")
+        if hits != docs:
+            it.fail(f"{s}.bin has {hits:,} EOS for {docs:,} documents",
+                    "packer: EOS not appended exactly once per document, or a literal "
+                    f"{EOS_TOKEN} in the text became the special token; rerun pack_parallel.py")
+        if docs and last != ctx.eos:
+            it.fail(f"{s}.bin does not end with EOS", "packer truncated the last document; "
+                    "rerun pack_parallel.py")
+    return it
+
+
+def check_clean_stats(ctx: Context) -> Item:
+    it = Item(5, "cleaning stats table present, no rule removes more than "
+                 f"{ctx.args.max_rule_removal:.0%}")
+    p, m = ctx.stage_manifest("clean")
+    counts = m.get("counts", {})
+    reports = sorted((p.parent / "report").glob("*.md")) if (p.parent / "report").is_dir() else []
+    if not reports:
+        it.fail(f"no stats table in {p.parent / 'report'}", "rerun clean.py")
+    else:
+        it.figures.append(f"stats table: {reports[0]}")
+    docs_in = counts.get("docs_in", 0)
+    rows = []
+    for rule, n in sorted((counts.get("removed") or {}).items(), key=lambda kv: -kv[1]):
+        share = n / docs_in if docs_in else 0.0
+        flag = share > ctx.args.max_rule_removal
+        rows.append([rule, n, pct(n, docs_in), "FLAG" if flag else ""])
+        if flag:
+            it.fail(f"rule {rule!r} removed {pct(n, docs_in)} of the documents",
+                    "a cleaning rule is wrong (check isalnum-style rules on Chinese text); "
+                    "fix the threshold and rerun clean.py")
+    it.details.append(table(["rule", "removed", "share", "flag"], rows or [["(none)", 0, "", ""]]))
+    it.figures.append(f"clean: {docs_in:,} documents in, {counts.get('docs_out', 0):,} kept, "
+                      f"{len(rows)} rules removed some")
+    return it
+
+
+def check_dedup_counts(ctx: Context) -> Item:
+    it = Item(6, "document and byte counts before and after both dedup stages")
+    rows = []
+    for stage in ("dedup_exact", "dedup_minhash"):
+        try:
+            _, m = ctx.stage_manifest(stage)
+        except Missing as e:
+            it.fail(str(e), f"{stage} has not run; run {layout.STAGES[stage][0]}")
+            continue
+        c = m.get("counts", {})
+        need = ("docs_in", "docs_out", "bytes_in", "bytes_out")
+        if any(k not in c for k in need):
+            it.fail(f"{stage} manifest lacks {', '.join(k for k in need if k not in c)}",
+                    f"rerun {layout.STAGES[stage][0]}")
+            continue
+        rows.append([stage, c["docs_in"], c["docs_out"], pct(c["docs_in"] - c["docs_out"], c["docs_in"]),
+                     human_bytes(c["bytes_in"]), human_bytes(c["bytes_out"])])
+        it.figures.append(f"{stage}: {c['docs_in']:,} -> {c['docs_out']:,} documents, "
+                          f"{human_bytes(c['bytes_in'])} -> {human_bytes(c['bytes_out'])}")
+    if rows:
+        it.details.append(table(["stage", "docs before", "docs after", "removed", "bytes before",
+                                 "bytes after"], rows))
+    return it
+
+
+def script_of(text: str) -> str | None:
+    """'zh' for mostly-Han text, 'en' for mostly-ASCII-letter text, else None."""
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return None
+    han = sum(1 for ch in letters if "CJK" in unicodedata.name(ch, ""))
+    ascii_ = sum(1 for ch in letters if ch.isascii())
+    if han / len(letters) > 0.6:
+        return "zh"
+    if ascii_ / len(letters) > 0.9:
+        return "en"
+    return None
+
+
+def check_compression(ctx: Context) -> Item:
+    it = Item(7, "compression measured: characters per token on English and Chinese")
+    texts = {k: list(v) for k, v in HELD_OUT.items()}
+    val = {"en": 0, "zh": 0}
+    for t in ctx.corpus["val"].values():
+        lang = script_of(t)
+        if lang:
+            texts[lang].append(t)
+            val[lang] += 1
+    mins = {"en": ctx.args.min_cpt_en, "zh": ctx.args.min_cpt_zh}
+    for lang in ("en", "zh"):
+        chars = sum(len(t) for t in texts[lang])
+        tokens = sum(len(ctx.doc_tok.encode(t, add_special_tokens=False).ids) for t in texts[lang])
+        cpt = chars / max(tokens, 1)
+        it.figures.append(f"{lang}: {cpt:.2f} characters per token ({chars:,} characters, "
+                          f"{tokens:,} tokens; {len(HELD_OUT[lang])} held-out paragraphs + "
+                          f"{val[lang]} val documents; minimum {mins[lang]})")
+        if cpt < mins[lang]:
+            it.fail(f"{lang} compression {cpt:.2f} < {mins[lang]}",
+                    f"too little {'Chinese' if lang == 'zh' else 'English'} in the tokenizer's "
+                    "training corpus (each character takes several tokens); rebalance and "
+                    "rerun train_tokenizer.py")
+    it.details.append(f"published, for comparison: {PUBLISHED_CPT}")
+    return it
+
+
+def minhash_api(ctx: Context):
+    """dedup_minhash.py's MinHash, configured as that stage ran (the only MinHash code)."""
+    try:
+        import dedup_minhash as dm
+    except ImportError as e:
+        raise Missing(f"cannot import dedup_minhash.py ({e}): it is needed for the "
+                      "near-duplicate check") from None
+    try:
+        cfg = ctx.stage_manifest("dedup_minhash")[1]["config"]
+    except Missing:
+        cfg = {}
+    hasher = dm.MinHasher(num_perm=cfg.get("num_perm", 128), ngram=cfg.get("ngram", 5),
+                          seed=cfg.get("seed", 1))
+    bands, rows = cfg.get("bands", 16), cfg.get("rows", 8)
+    return hasher, (lambda sig: dm.band_hashes(sig, bands, rows)), dm.similarity
+
+
+def check_val_overlap(ctx: Context) -> Item:
+    from dedup_exact import normalise  # the one normalisation (section 3.2)
+
+    it = Item(8, "no validation document is in train")
+    val = ctx.corpus["val"]
+    c = ctx.pack_counts
+    if len(val) != c["val"]["docs"]:
+        it.fail(f"{len(val)} val ids found in the input, manifest says {c['val']['docs']}",
+                "val_ids.txt and val.bin disagree; rerun pack_parallel.py")
+    val_hash = {xxhash.xxh3_128_intdigest(normalise(t).encode("utf-8")): i for i, t in val.items()}
+    try:
+        hasher, bands_of, similarity = minhash_api(ctx)
+        vids = list(val)
+        vsig = hasher.signatures([val[i] for i in vids])
+        vb = bands_of(vsig)  # (bands, n_val)
+        vband = [dict() for _ in range(vb.shape[0])]
+        for j in range(vb.shape[0]):
+            for k, h in enumerate(vb[j]):
+                vband[j].setdefault(int(h), []).append(k)
+    except Missing as e:
+        hasher, near_error = None, str(e)
+    exact, near, checked, best = [], [], 0, 0.0
+    for texts in iter_train_docs(ctx):
+        checked += len(texts)
+        for t in texts:
+            h = xxhash.xxh3_128_intdigest(normalise(t).encode("utf-8"))
+            if h in val_hash:
+                exact.append(val_hash[h])
+        if hasher is None or not texts:
+            continue
+        sig = hasher.signatures(texts)
+        tb = bands_of(sig)
+        cands = set()
+        for j in range(tb.shape[0]):
+            table_j = vband[j]
+            for d, h in enumerate(tb[j]):
+                for k in table_j.get(int(h), ()):
+                    cands.add((d, k))
+        for d, k in cands:
+            s = float(similarity(sig[d], vsig[k]))
+            best = max(best, s)
+            if s >= ctx.args.near_dup_threshold:
+                near.append((vids[k], s))
+    it.figures.append(f"exact: {len(val):,} val documents against {checked:,} train documents "
+                      f"by normalised hash: {len(exact)} in train")
+    if exact:
+        it.fail(f"val documents also in train: {', '.join(sorted(set(exact))[:5])}",
+                "val/train overlap: the split was done on tokens, not documents, or exact "
+                "dedup missed copies; rerun dedup_exact.py, then pack_parallel.py")
+    if hasher is None:
+        it.fail(f"near-duplicate check not run: {near_error}", "run dedup_minhash.py")
+    else:
+        it.figures.append(f"near-duplicate: MinHash candidates from LSH bands, Jaccard >= "
+                          f"{ctx.args.near_dup_threshold}: {len(near)} pairs "
+                          f"(highest similarity seen {best:.2f})")
+        if near:
+            it.fail(f"val documents with near-duplicates in train: "
+                    f"{', '.join(f'{i} ({s:.2f})' for i, s in near[:5])}",
+                    "val/train overlap: near-duplicates survived; rerun dedup_minhash.py, "
+                    "then pack_parallel.py")
+    return it
+
+
+def check_smoke_run(ctx: Context) -> Item:
+    it = Item(9, "the pipeline ran end to end on the smoke data set")
+    root = Path(ctx.args.smoke_dir) if ctx.args.smoke_dir else ctx.data
+    sub = ctx if root == ctx.data else Context(argparse.Namespace(**{**vars(ctx.args),
+                                                                     "data_dir": str(root)}))
+    chain = sub.chain
+    stages = [m.get("stage") for _, m in reversed(chain)]
+    raw = chain[-1][1]
+    dataset = (raw.get("config") or {}).get("dataset")
+    it.figures.append(f"{root}: " + " -> ".join(stages) + f" (dataset: {dataset})")
+    missing = [s for s in ("download_data", "clean", "dedup_exact", "dedup_minhash",
+                           "pack_parallel") if s not in stages]
+    if missing:
+        it.fail(f"stages missing from the chain: {', '.join(missing)}",
+                f"run {layout.STAGES[missing[0]][0]} and the stages after it (make demo)")
+    tok_in = (sub.pack.get("extra_inputs") or {}).get("tokenizer")
+    if not tok_in:
+        it.fail("pack_manifest.json records no train_tokenizer manifest",
+                "the tokenizer was not made by train_tokenizer.py; run it, then pack_parallel.py")
+    else:
+        it.figures.append(f"tokenizer from train_tokenizer.py ({tok_in['manifest']})")
+    if dataset not in SMOKE_DATASETS:
+        it.fail(f"{root} was built from {dataset!r}, not a smoke data set",
+                "run the pipeline on the sample (make demo) and pass its folder as --smoke-dir")
+    try:
+        check_input(root / PACK_MANIFEST)
+        it.figures.append("every manifest in the chain is fresh (fingerprints match)")
+    except StageError as e:
+        it.fail(str(e), "a stage was rerun without the stages after it")
+    return it
+
+
+def check_nothing_lost(ctx: Context) -> Item:
+    it = Item(10, "nothing lost: manifests chain from raw to packed and the counts add up")
+    chain = list(reversed(ctx.chain))  # raw first
+    if chain[0][1].get("stage") != "download_data":
+        it.fail(f"the chain starts at {chain[0][0]}, not at a download_data manifest",
+                "rerun the pipeline from download_data.py")
+    prev_docs = prev_bytes = None
+    rows = []
+    for p, m in chain:
+        stage, c = m.get("stage"), m.get("counts") or {}
+        script = m.get("script", f"{stage}.py")
+        if stage == "download_data":
+            docs_out, bytes_out = c.get("rows"), c.get("text_bytes")
+            rows.append([stage, "", docs_out, "", ""])
+        else:
+            need = [k for k in ("docs_in", "docs_out", "removed") if k not in c]
+            if need:
+                it.fail(f"{stage} manifest lacks {', '.join(need)}", f"rerun {script}")
+                break
+            removed = sum((c.get("removed") or {}).values())
+            docs_out, bytes_out = c["docs_out"], c.get("bytes_out")
+            rows.append([stage, c["docs_in"], docs_out, removed,
+                         ", ".join(f"{k} {v:,}" for k, v in (c.get("removed") or {}).items())])
+            if c["docs_in"] != docs_out + removed:
+                it.fail(f"{stage}: {c['docs_in']:,} in != {docs_out:,} kept + {removed:,} removed",
+                        f"{script} dropped documents without counting them; fix and rerun it")
+            if prev_docs is not None and c["docs_in"] != prev_docs:
+                it.fail(f"{stage} read {c['docs_in']:,} documents, the stage before wrote "
+                        f"{prev_docs:,}", f"rerun {script}")
+            if prev_bytes is not None and c.get("bytes_in") not in (None, prev_bytes):
+                it.fail(f"{stage} read {c['bytes_in']:,} bytes, the stage before wrote "
+                        f"{prev_bytes:,}", f"rerun {script}")
+        prev_docs, prev_bytes = docs_out, bytes_out
+    it.details.append(table(["stage", "docs in", "docs out", "removed", "by reason"], rows))
+    pc = ctx.pack_counts
+    packed = pc["train"]["docs"] + pc["val"]["docs"]
+    it.figures.append(" -> ".join(f"{r[0]} {r[2]:,}" for r in rows if isinstance(r[2], int))
+                      + f"; packed {packed:,} documents ({pc['train']['docs']:,} train + "
+                      f"{pc['val']['docs']:,} val)")
+    if packed != pc["docs_out"]:
+        it.fail(f"train + val documents {packed:,} != pack docs_out {pc['docs_out']:,}",
+                "packer lost documents; rerun pack_parallel.py")
+    return it
+
+
+CHECKS = [check_files, check_windows, check_round_trip, check_eos, check_clean_stats,
+          check_dedup_counts, check_compression, check_val_overlap, check_smoke_run,
+          check_nothing_lost]
+TITLES = {1: "train.bin / val.bin sizes", 2: "decoded windows", 3: "tokenizer round trip",
+          4: "EOS count", 5: "cleaning stats", 6: "dedup counts", 7: "compression",
+          8: "val not in train", 9: "smoke run", 10: "nothing lost"}
+
+
+def run_check(fn, num: int, ctx: Context) -> Item:
+    """Run one item; a missing prerequisite is a FAIL that names the stage to run."""
+    try:
+        return fn(ctx)
+    except (Missing, StageError) as e:
+        it = Item(num, TITLES[num])
+        it.fail(str(e), f"a prerequisite is missing: {str(e).split(': ')[-1]}")
+        return it
+    except Exception as e:  # a broken input must not hide the other nine items
+        it = Item(num, TITLES[num])
+        it.fail(f"{type(e).__name__}: {e}", "unexpected input; see the message")
+        return it
+
+
+# --------------------------------------------------------------------------------------
+# Output.
+# --------------------------------------------------------------------------------------
+
+def render_terminal(items: list[Item]) -> str:
+    out = []
+    for it in items:
+        out.append(f"[{'PASS' if it.ok else 'FAIL'}] {it.num}. {it.title}")
+        out += [f"    {f}" for f in it.figures]
+        for d in it.details:
+            out += [f"    {line}" for line in d.splitlines()]
+        if not it.ok:
+            out.append(f"    likely cause / rerun: {it.cause}")
+    passed = sum(it.ok for it in items)
+    out.append(f"{passed} passed, {len(items) - passed} failed")
+    return "\n".join(out)
+
+
+def render_markdown(items: list[Item], data_dir: Path) -> str:
+    md = [f"# Acceptance checklist (verify.py) for `{data_dir}`", "",
+          markdown_table(["#", "item", "result", "likely cause / rerun"],
+                         [[it.num, it.title, "PASS" if it.ok else "**FAIL**", it.cause or ""]
+                          for it in items]), ""]
+    for it in items:
+        md += [f"## {it.num}. {it.title}: {'PASS' if it.ok else 'FAIL'}", ""]
+        md += [f"- {f}" for f in it.figures]
+        if not it.ok:
+            md.append(f"- likely cause / rerun: {it.cause}")
+        for d in it.details:
+            md += ["", "```", d, "```"]
+        md.append("")
+    return "\n".join(md)
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-dir", default=str(layout.DATA), help="default: data")
+    p.add_argument("--tokenizer", default=None,
+                   help="default: the tokenizer recorded in pack_manifest.json")
+    p.add_argument("--report", default=None, help="default: DATA_DIR/verify_report.md")
+    p.add_argument("--windows", type=int, default=10, help="random windows to decode (default 10)")
+    p.add_argument("--window-tokens", type=int, default=100, help="tokens per window (default 100)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random windows")
+    p.add_argument("--size-tolerance", type=float, default=0.10,
+                   help="allowed deviation of packed tokens from the estimate (default 0.10)")
+    p.add_argument("--max-bad-char-rate", type=float, default=0.005,
+                   help="replacement characters / artefacts allowed in decoded windows (0.005)")
+    p.add_argument("--max-rule-removal", type=float, default=0.30,
+                   help="flag a cleaning rule that removes more than this share (0.30)")
+    p.add_argument("--min-cpt-en", type=float, default=2.0,
+                   help="minimum English characters per token (default 2.0)")
+    p.add_argument("--min-cpt-zh", type=float, default=0.6,
+                   help="minimum Chinese characters per token (default 0.6)")
+    p.add_argument("--near-dup-threshold", type=float, default=0.8)
+    p.add_argument("--smoke-dir", default=None,
+                   help="data folder of the smoke run, if DATA_DIR holds the full run")
+    p.add_argument("--chunk-tokens", type=int, default=1 << 24,
+                   help="tokens read per memmap chunk (default 16M)")
+    a = p.parse_args(argv)
+    if a.windows < 1 or a.window_tokens < 2 or a.chunk_tokens < 1:
+        raise StageError("--windows, --window-tokens and --chunk-tokens must be positive")
+    if not Path(a.data_dir).is_dir():
+        raise StageError(f"--data-dir {a.data_dir} is not a folder; run the pipeline first "
+                         "(make demo)")
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    ctx = Context(args)
+    items = [run_check(fn, i + 1, ctx) for i, fn in enumerate(CHECKS)]
+    print(render_terminal(items))
+    report = Path(args.report) if args.report else ctx.data / REPORT_NAME
+    tmp = report.with_name(report.name + ".tmp")
+    tmp.write_text(render_markdown(items, ctx.data) + "\n", encoding="utf-8")
+    os.replace(tmp, report)
+    print(f"wrote {report}")
+    return 0 if all(it.ok for it in items) else 1
+
+
+if __name__ == "__main__":
+    run_stage(main)
