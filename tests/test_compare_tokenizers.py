@@ -1,0 +1,72 @@
+"""compare_tokenizers.py: the 4.5 compression table, measured offline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import compare_tokenizers as ct
+from conftest import run_script
+from dataprep.errors import StageError
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(sample_layout, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cmp") / "tokenizer"
+    run_script("train_tokenizer.py", "--input", sample_layout / "raw", "--output", out,
+               "--vocab-size", "1000", "--workers", "2")
+    return out
+
+
+def test_reference_tokenizers_give_their_published_ids():
+    # ids anyone can check against the original tokenizers
+    assert ct.gpt2().encode(["Hello world"]) == [[15496, 995]]
+    assert ct.cl100k().encode(["hello world"]) == [[15339, 1917]]
+    assert ct.mistral().encode(["Hello world"]) == [[22557, 1526]]
+    assert (ct.gpt2().vocab, ct.mistral().vocab, ct.cl100k().vocab) == (50257, 32000, 100277)
+    # plain text: the literal <|endoftext|> is not GPT-2's special id 50256
+    assert 50256 not in ct.gpt2().encode(["a <|endoftext|> b"])[0]
+
+
+def test_table_chart_and_agreement_with_the_manifest(tokenizer_dir, tmp_path):
+    out = tmp_path / "report"
+    cp = run_script("compare_tokenizers.py", "--tokenizer", tokenizer_dir, "--output", out)
+    for name in ("self-trained (1,000)", ct.GPT2, ct.MISTRAL, ct.CL100K, "4.34", "0.49", "3.92"):
+        assert name in cp.stdout, name
+    data = json.loads((out / "compression.json").read_text(encoding="utf-8"))
+    by_name = {r["tokenizer"]: r for r in data["results"]}
+    assert len(by_name) == 4
+    assert (out / "compression.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| GPT-2 (50257) |" in (out / "compression.md").read_text(encoding="utf-8")
+    # the self-trained row is the figure train_tokenizer.py recorded in its manifest
+    manifest = json.loads((tokenizer_dir / "manifest.json").read_text(encoding="utf-8"))
+    for lang in ("en", "zh"):
+        assert by_name["self-trained (1,000)"][lang] == manifest["compression"][lang]
+    # what 4.5 is about: GPT-2's English-centred vocabulary spends far more tokens on
+    # Chinese than a vocabulary with Chinese in it, while all do far better on English
+    zh = {k: v["zh"]["chars_per_token"] for k, v in by_name.items()}
+    assert zh[ct.GPT2] < 0.8 < zh[ct.MISTRAL] and zh[ct.GPT2] < zh[ct.CL100K]
+    for r in by_name.values():
+        assert r["en"]["chars_per_token"] > r["zh"]["chars_per_token"] * 1.2
+        assert r["en"]["docs"] > 10 and r["zh"]["docs"] > 10
+
+
+def test_heldout_without_lang_column_is_split_by_script(tmp_path):
+    f = tmp_path / "h.parquet"
+    pq.write_table(pa.table({"text": ["机器学习模型训练", "hello world", "12345", None]}), f)
+    assert ct.read_heldout(f) == {"en": ["hello world"], "zh": ["机器学习模型训练"]}
+    g = tmp_path / "g.parquet"
+    pq.write_table(pa.table({"text": ["x", "y"], "lang": ["zh", "fr"]}), g)
+    assert ct.read_heldout(g) == {"en": [], "zh": ["x"]}
+
+
+def test_errors_are_one_line(tmp_path):
+    with pytest.raises(StageError, match="no held-out text"):
+        ct.read_heldout(tmp_path / "missing.parquet")
+    cp = run_script("compare_tokenizers.py", "--tokenizer", tmp_path, "--heldout",
+                    tmp_path / "none.parquet", check=False)
+    assert cp.returncode == 2 and cp.stderr.startswith("error: ") and "Traceback" not in cp.stderr
