@@ -1,0 +1,278 @@
+"""pack_parallel.py, the tiktoken fast path, the loader and the pack benchmark (issue 6)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import ROOT, SAMPLE, run_script
+
+import pack_parallel as pp
+from dataprep.errors import StageError
+from dataprep.loader import get_batch
+from dataprep.tokenizer import (EOS_TOKEN, SPECIAL_TOKENS, load_tokenizer, ordinary_tokenizer,
+                                to_tiktoken, tokenizer_hash)
+
+
+def sample_texts(n: int | None = None) -> list[str]:
+    t = pq.read_table(SAMPLE, columns=["text"]).column("text").to_pylist()
+    return [x for x in t if x][:n]
+
+
+@pytest.fixture(scope="session")
+def tok_path(tmp_path_factory) -> Path:
+    """A small byte-level BPE trained here, as train_tokenizer.py trains it (4.7)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=1500, special_tokens=SPECIAL_TOKENS,
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                             show_progress=False)
+    tok.train_from_iterator(sample_texts(600), trainer=tr)
+    p = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    tok.save(str(p))
+    return p
+
+
+def pack(raw: Path, out: Path, tok: Path, *extra, check=True):
+    return run_script("pack_parallel.py", "--input", raw, "--output", out, "--tokenizer", tok,
+                      *extra, check=check)
+
+
+@pytest.fixture(scope="session")
+def packed(sample_layout, tok_path, tmp_path_factory) -> Path:
+    """data/raw/ of the sample packed with 2 workers (read-only)."""
+    out = tmp_path_factory.mktemp("packed")
+    pack(sample_layout / "raw", out, tok_path, "--workers", "2")
+    return out
+
+
+def manifest(out: Path) -> dict:
+    return json.loads((out / "pack_manifest.json").read_text())
+
+
+def raw_docs(raw: Path) -> list[tuple[str, str]]:
+    """(id, text) of every document, in shard order, as pack reads them."""
+    docs = []
+    for p in sorted(raw.glob("*.parquet")):
+        t = pq.read_table(p, columns=["id", "text"])
+        docs += list(zip(t.column("id").to_pylist(), t.column("text").to_pylist()))
+    return docs
+
+
+# --------------------------------------------------------------------------------------
+# The tiktoken fast path gives HF's ids.
+# --------------------------------------------------------------------------------------
+
+VARIED = [
+    "Hello world", "The quick brown fox jumps over the lazy dog.", "机器学习模型训练",
+    "emoji 😀 测试 👨‍👩‍👧 🇨🇳 👍🏽", "  leading", "trailing   ", "a  b   c    d",
+    "tabs\t\tand\nnew\n\n\nlines\r\n", " \n \n ", "\u00a0nbsp\u3000ideographic\u2028ls\u0085nel",
+    "x\x00\x01\x07\x1b[31m\x7f", "a" * 5000, "ab" * 3000, "的" * 2000, "\n" * 300, " " * 257,
+    "don't I'LL we've they'd 's 'S", "١٢٣ ４５６ 1234567890 ½ Ⅻ", "e\u0301 ﬁ ß İ",
+    "Русский текст, ελληνικά, עברית, العربية, हिन्दी, 日本語のテキスト, 한국어",
+    "mixed中文English混合123数字!?。，", "code: def f(x):\n    return x**2  # ok\n",
+    "http://example.com/a?b=c&d=e#f", "<|im_start|>user\nhi<|im_end|>", "",
+    "\U0010ffff\ue000 private use", "'''' \"\" ``` ~~~ ...",
+]
+
+
+def test_tiktoken_matches_hf_on_varied_and_real_text(tok_path):
+    tok = load_tokenizer(tok_path)
+    hf, tt = ordinary_tokenizer(tok), to_tiktoken(tok)
+    assert tt is not None
+    texts = VARIED + sample_texts(400)
+    for t in texts:
+        assert tt.encode_ordinary(t) == hf.encode(t, add_special_tokens=False).ids, repr(t[:80])
+    # and the packer's encoder (encode_to_numpy) is the same as encode_ordinary
+    enc = pp.Encoder(str(tok_path), "tiktoken")
+    assert all(enc.ids(t).tolist() == tt.encode_ordinary(t) for t in VARIED)
+
+
+def test_special_tokens_keep_their_ids_and_literal_eos_stays_text(tok_path):
+    tok = load_tokenizer(tok_path)
+    tt = to_tiktoken(tok)
+    for s in SPECIAL_TOKENS:
+        assert tt.encode_single_token(s) == tok.token_to_id(s)
+    eos = tok.token_to_id(EOS_TOKEN)
+    for kind in ("tiktoken", "hf"):
+        enc = pp.Encoder(str(tok_path), kind)
+        arr = enc.pack([f"before {EOS_TOKEN} after", "second"])
+        assert arr.dtype == np.uint16
+        assert int((arr == eos).sum()) == 2 and arr[-1] == eos
+
+
+def test_tokenizer_that_does_not_convert_falls_back_to_hf(tok_path, tmp_path):
+    spec = json.loads(Path(tok_path).read_text())
+    spec["normalizer"] = {"type": "NFKC"}
+    p = tmp_path / "nfkc.json"
+    p.write_text(json.dumps(spec))
+    assert to_tiktoken(load_tokenizer(p)) is None
+    kind, info = pp.choose_encoder(str(p), "auto", sample_texts(5))
+    assert kind == "hf" and "normalizer" in info["fallback"]
+    with pytest.raises(StageError, match="does not convert"):
+        pp.choose_encoder(str(p), "tiktoken", sample_texts(5))
+
+
+def test_ids_that_differ_on_the_sample_fall_back_to_hf(tok_path, tmp_path, capsys):
+    # reversed merge priorities: HF now merges in another order than the ids (ranks) say
+    spec = json.loads(Path(tok_path).read_text())
+    spec["model"]["merges"] = spec["model"]["merges"][::-1]
+    p = tmp_path / "reordered.json"
+    p.write_text(json.dumps(spec))
+    assert to_tiktoken(load_tokenizer(p)) is not None  # it converts, but is not equivalent
+    kind, info = pp.choose_encoder(str(p), "auto", sample_texts(20))
+    assert kind == "hf" and "ids differ" in info["fallback"]
+    assert "warning" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------
+# The packed output.
+# --------------------------------------------------------------------------------------
+
+def test_every_document_is_packed_in_order_with_one_eos(packed, sample_layout, tok_path):
+    m = manifest(packed)
+    c = m["counts"]
+    tok = load_tokenizer(tok_path)
+    eos = tok.token_to_id(EOS_TOKEN)
+    docs = raw_docs(sample_layout / "raw")
+    val_ids = set((packed / "pack_report" / "val_ids.txt").read_text().splitlines())
+    want = {"train": [t for i, t in docs if i not in val_ids],
+            "val": [t for i, t in docs if i in val_ids]}
+    for split in ("train", "val"):
+        data = np.memmap(packed / f"{split}.bin", dtype=np.uint16, mode="r")  # as nanoGPT reads it
+        assert len(data) == c[split]["tokens"]
+        ends = np.flatnonzero(data == eos)
+        assert len(ends) == c[split]["docs"] == c[split]["eos"] == len(want[split])
+        assert ends[-1] == len(data) - 1
+        starts = np.concatenate([[0], ends[:-1] + 1])
+        decoded = [tok.decode(data[a:b].tolist()) for a, b in zip(starts, ends)]
+        assert decoded == want[split]  # same documents, same order, lossless
+    assert c["docs_in"] == c["docs_out"] == len(docs)
+    assert c["dtype"] == "uint16" and c["tokenizer"]["xxh3_128"] == tokenizer_hash(tok_path)
+    assert m["input"]["fingerprint"] == json.loads(
+        (sample_layout / "raw" / "manifest.json").read_text())["output_fingerprint"]
+    assert c["encoder"] == "tiktoken" and m["encoder"]["checked_docs"] > 0
+
+
+def test_val_split_by_document_seeded_and_independent_of_sharding(packed, sample_layout,
+                                                                  tok_path, tmp_path):
+    docs = raw_docs(sample_layout / "raw")
+    val_ids = (packed / "pack_report" / "val_ids.txt").read_text().splitlines()
+    assert len(val_ids) == max(1, int(len(docs) * 0.001)) == manifest(packed)["counts"]["val"]["docs"]
+    # the same documents cut into other shards: the same val documents, in the same bytes
+    raw2 = tmp_path / "raw2"
+    run_script("download_data.py", "--input", sample_layout / "raw", "--output", raw2,
+               "--shard-rows", "150")
+    assert len(list(raw2.glob("*.parquet"))) != len(list((sample_layout / "raw").glob("*.parquet")))
+    out = tmp_path / "out"
+    pack(raw2, out, tok_path, "--workers", "1")
+    assert (out / "pack_report" / "val_ids.txt").read_text().splitlines() == val_ids
+    assert (out / "val.bin").read_bytes() == (packed / "val.bin").read_bytes()
+    # another ratio and seed: more val documents, none of them in train
+    ids = [i for i, _ in docs]
+    thr, n, n_val = pp.val_threshold(sorted((sample_layout / "raw").glob("*.parquet")), 0.05, 7)
+    assert n == len(docs) and n_val == int(len(docs) * 0.05)
+    assert int((pp.id_hashes(list(ids), 7) <= np.uint64(thr)).sum()) == n_val
+
+
+def test_byte_identical_for_any_workers_and_reruns(packed, sample_layout, tok_path, tmp_path):
+    out = tmp_path / "w1"
+    pack(sample_layout / "raw", out, tok_path, "--workers", "1", "--batch-rows", "37")
+    for f in ("train.bin", "val.bin"):
+        assert (out / f).read_bytes() == (packed / f).read_bytes()
+    assert manifest(out)["output_fingerprint"] == manifest(packed)["output_fingerprint"]
+    pack(sample_layout / "raw", out, tok_path, "--workers", "2")  # rerun in place
+    assert (out / "train.bin").read_bytes() == (packed / "train.bin").read_bytes()
+
+
+def test_hf_encoder_writes_the_same_bytes(packed, sample_layout, tok_path, tmp_path):
+    out = tmp_path / "hf"
+    pack(sample_layout / "raw", out, tok_path, "--workers", "2", "--encoder", "hf")
+    assert manifest(out)["counts"]["encoder"] == "hf"
+    assert (out / "train.bin").read_bytes() == (packed / "train.bin").read_bytes()
+
+
+def test_refuses_vocabulary_beyond_uint16_before_any_work(sample_layout, tok_path, tmp_path):
+    spec = json.loads(Path(tok_path).read_text())
+    spec["model"]["vocab"]["Ġzzzzzz"] = 70000
+    p = tmp_path / "big.json"
+    p.write_text(json.dumps(spec))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "train.bin").write_bytes(b"old")
+    cp = pack(sample_layout / "raw", out, p, check=False)
+    assert cp.returncode == 2
+    assert "70,000 does not fit in uint16" in cp.stderr and "Traceback" not in cp.stderr
+    assert sorted(x.name for x in out.iterdir()) == ["train.bin"]  # no staging, old file kept
+    assert (out / "train.bin").read_bytes() == b"old"
+
+
+def test_bad_input_is_one_line_and_keeps_previous_output(packed, tok_path, tmp_path):
+    before = (packed / "train.bin").read_bytes()
+    cp = pack(tmp_path / "nope", packed, tok_path, check=False)
+    assert cp.returncode == 2 and "does not exist" in cp.stderr and "Traceback" not in cp.stderr
+    cp = pack(packed, packed, tmp_path / "missing.json", check=False)
+    assert cp.returncode == 2 and "train_tokenizer.py" in cp.stderr
+    cp = run_script("pack_parallel.py", "--val-ratio", "1.5", check=False)
+    assert cp.returncode == 2 and "--val-ratio" in cp.stderr
+    assert (packed / "train.bin").read_bytes() == before
+
+
+def test_memory_is_bounded_by_the_batch_not_the_shard(tok_path, tmp_path):
+    texts = sample_texts() * 2
+    shard = tmp_path / "part-00000.parquet"
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts}), shard)
+    pp.get_encoder(str(tok_path), "tiktoken")  # tokenizer loaded outside the measurement
+    tracemalloc.start()
+    pp.pack_shard(0, 1, shards=[str(shard)], staging=str(tmp_path / "st"), tokenizer=str(tok_path),
+                  encoder="tiktoken", seed=42, threshold=0, batch_rows=64)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    tokens = (tmp_path / "st" / "_parts" / "train-00000.bin").stat().st_size // 2
+    assert tokens > 1_500_000
+    # a list of Python ints would take ~36 bytes per token; numpy batches a few MB in all
+    assert peak < 12_000_000 < 36 * tokens, (peak, tokens)
+
+
+# --------------------------------------------------------------------------------------
+# The loader (5.2) and the benchmark.
+# --------------------------------------------------------------------------------------
+
+def test_get_batch_y_is_x_shifted_by_one(packed):
+    x, y = get_batch("train", 4, 32, data_dir=packed, rng=np.random.default_rng(0))
+    assert x.shape == y.shape == (4, 32) and x.dtype == y.dtype == np.int64
+    assert (x[:, 1:] == y[:, :-1]).all()
+    data = np.memmap(packed / "train.bin", dtype=np.uint16, mode="r")
+    starts = np.random.default_rng(0).integers(0, len(data) - 32, size=4)  # the same draws
+    for k, i in enumerate(starts):
+        assert (x[k] == data[i:i + 32]).all() and (y[k] == data[i + 1:i + 33]).all()
+    with pytest.raises(StageError, match="too few"):
+        get_batch("val", 1, 10 ** 6, data_dir=packed)
+    with pytest.raises(StageError, match="split"):
+        get_batch("test", 1, 8, data_dir=packed)
+
+
+def test_bench_quick_smoke():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_pack
+
+    res = bench_pack.run(sample_texts(120), quick=True)
+    assert res["same_token_count"] is True and res["docs"] == 120
+    names = [r["name"] for r in res["rows"]]
+    assert names == ["reference (tutorial encode_shard)", "raw tiktoken encode_ordinary",
+                     "pack vs reference", "pack vs raw tiktoken"]
+    for r in res["rows"]:
+        assert set(r) == {"name", "mb_per_s_per_core", "ratio", "target", "ok"}
+        assert r["mb_per_s_per_core"] > 0
+    assert [r["target"] for r in res["rows"][2:]] == [4.0, 0.8]
