@@ -25,6 +25,10 @@ The training sample (4.7 step 2):
 - documents longer than --max-doc-chars (100,000) are cropped: BpeTrainer's memory grows
   with the number of distinct words, and one huge document (a log dump, a concatenated
   book) would otherwise weigh as much as thousands of ordinary ones.
+- --min-frequency (2): a pair must occur at least twice to be merged. With HF's default
+  of 0 any corpus reaches any vocabulary size by merging pairs seen once (the 4 MB sample
+  reaches 100,000 ids), so a corpus too small for --vocab-size could never be noticed.
+  On a real corpus the 32000th merge is seen thousands of times and this changes nothing.
 - held out first: up to --heldout-bytes (5 MB, at most 10% of the corpus) of documents
   never enter the sample; they measure the compression (4.5) on unseen English and
   Chinese text, and are saved as report/heldout.parquet for compare_tokenizers.py.
@@ -55,7 +59,6 @@ with GPT-2, Mistral-7B and cl100k_base (4.5).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -430,6 +433,40 @@ def stats_rows(s: dict, verification: dict, comp: dict) -> list[list]:
     return rows
 
 
+def write_outputs(staging: Path, tok, heldout: pa.Table, vocab_size: int) -> None:
+    """Everything passed: write the tokenizer and the held-out text into the staging
+    folder, and drop the sample files (they are not part of the output)."""
+    tok.save(str(staging / "tokenizer.json"))
+    write_json(staging / "tokenizer_config.json", tokenizer_config(vocab_size))
+    report = staging / "report"
+    report.mkdir(exist_ok=True)
+    pq.write_table(heldout, report / "heldout.parquet", compression="zstd")
+    shutil.rmtree(staging / SAMPLE_DIR)
+    shutil.rmtree(staging / "_results", ignore_errors=True)
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Refuse flags that cannot give a usable tokenizer, before any work."""
+    if not 0 < args.vocab_size < ID_LIMIT:
+        raise StageError(f"--vocab-size {args.vocab_size}: must be between 1 and {ID_LIMIT - 1} "
+                         "so every id fits in uint16 (4.6)")
+    if args.vocab_size <= 256 + len(SPECIAL_TOKENS):
+        raise StageError(f"--vocab-size {args.vocab_size}: must exceed the 256 bytes and "
+                         f"{len(SPECIAL_TOKENS)} special tokens")
+    if not 0 < args.sample_ratio <= 1:
+        raise StageError(f"--sample-ratio {args.sample_ratio}: must be in (0, 1]")
+    if args.max_bytes > PAIR_COUNT_LIMIT:
+        raise StageError(f"--max-bytes {args.max_bytes:,}: above {PAIR_COUNT_LIMIT:,} a pair "
+                         "count can overflow BpeTrainer's 32-bit counters (tokenizers issue 2058)")
+    if args.min_bytes < 0 or args.max_bytes <= 0 or args.min_bytes > args.max_bytes:
+        raise StageError("need 0 <= --min-bytes <= --max-bytes and --max-bytes > 0")
+    if args.max_doc_chars <= 0 or args.heldout_bytes < 0 or args.min_frequency < 0:
+        raise StageError("--max-doc-chars must be positive, --heldout-bytes and "
+                         "--min-frequency not negative")
+    if args.workers < 1:
+        raise StageError("--workers must be at least 1")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -453,24 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
     add_executor_args(p)
     args = p.parse_args(argv)
-    if not 0 < args.vocab_size < ID_LIMIT:
-        raise StageError(f"--vocab-size {args.vocab_size}: must be between 1 and {ID_LIMIT - 1} "
-                         "so every id fits in uint16 (4.6)")
-    if args.vocab_size <= 256 + len(SPECIAL_TOKENS):
-        raise StageError(f"--vocab-size {args.vocab_size}: must exceed the 256 bytes and "
-                         f"{len(SPECIAL_TOKENS)} special tokens")
-    if not 0 < args.sample_ratio <= 1:
-        raise StageError(f"--sample-ratio {args.sample_ratio}: must be in (0, 1]")
-    if args.max_bytes > PAIR_COUNT_LIMIT:
-        raise StageError(f"--max-bytes {args.max_bytes:,}: above {PAIR_COUNT_LIMIT:,} a pair "
-                         "count can overflow BpeTrainer's 32-bit counters (tokenizers issue 2058)")
-    if args.min_bytes < 0 or args.max_bytes <= 0 or args.min_bytes > args.max_bytes:
-        raise StageError("need 0 <= --min-bytes <= --max-bytes and --max-bytes > 0")
-    if args.max_doc_chars <= 0 or args.heldout_bytes < 0 or args.min_frequency < 0:
-        raise StageError("--max-doc-chars must be positive, --heldout-bytes and "
-                         "--min-frequency not negative")
-    if args.workers < 1:
-        raise StageError("--workers must be at least 1")
+    check_args(args)
     # HF tokenizers trains on a rayon thread pool sized by RAYON_NUM_THREADS, read when the
     # pool first starts: set it before any tokenizers call. The result does not depend on it.
     os.environ["RAYON_NUM_THREADS"] = str(args.workers)
@@ -503,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"training sample: {s['sample_docs']:,} documents, {human_bytes(s['sample_bytes'])} "
           f"({pct(s['sample_bytes'], total)} of {human_bytes(total)}); mix: Chinese characters "
           f"{pct(s['han_chars'], mix)}, Latin letters {pct(s['latin_letters'], mix)}; "
-          f"{s['zh_docs']:,} Chinese / {s['en_docs']:,} English documents", file=sys.stderr)
+          f"{s['zh_docs']:,} Chinese / {s['en_docs']:,} English documents", flush=True)
     if s["sample_docs"] == 0:
         raise StageError(f"{inp}: no documents to train on")
 
@@ -520,14 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     with run.phase("compression"):
         comp = measure_compression(tok, heldout)
 
-    # Everything passed: write the output into the staging folder, then commit.
-    tok.save(str(run.staging / "tokenizer.json"))
-    write_json(run.staging / "tokenizer_config.json", tokenizer_config(args.vocab_size))
-    report = run.staging / "report"
-    report.mkdir(exist_ok=True)
-    pq.write_table(heldout, report / "heldout.parquet", compression="zstd")
-    shutil.rmtree(run.staging / SAMPLE_DIR)
-    shutil.rmtree(run.staging / "_results", ignore_errors=True)
+    write_outputs(run.staging, tok, heldout, args.vocab_size)
 
     rows = stats_rows(s, verification, comp)
     rate = s["sample_bytes"] / 1e6 / max(train_secs, 1e-9)
@@ -537,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     sample = {k: s[k] for k in s if k not in ("docs_in", "bytes_in")}
     sample["han_share"] = round(s["han_chars"] / mix, 4) if mix else None
     sample["latin_share"] = round(s["latin_letters"] / mix, 4) if mix else None
-    save_report(report, "train_tokenizer_stats",
+    save_report(run.staging / "report", "train_tokenizer_stats",
                 {"counts": counts, "sample": sample, "verification": verification,
                  "compression": comp, "train_seconds": round(train_secs, 3)},
                 "# train_tokenizer\n\n" + markdown_table(["train_tokenizer", "value"], rows))
