@@ -1,0 +1,256 @@
+"""clean.py: the five rules, offline language ID, per-rule accounting, the stage contract.
+
+Everything runs on real text (the bundled sample), the real lid.176.ftz and real parquet.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import ROOT, SAMPLE, run_script
+
+import clean
+from dataprep.errors import StageError
+from dataprep.stage import StageRun
+
+# which rule each planted problem of the sample is meant for
+MEANT_FOR = {"too_short": "too_short", "dup_lines": "dup_lines", "char_repeat": "char_repeat",
+             "low_alnum": "low_alnum", "other_lang": "lang", "garbled": "lang"}
+
+
+@pytest.fixture(scope="module")
+def sample_rows() -> list[dict]:
+    return pq.read_table(SAMPLE).to_pylist()
+
+
+@pytest.fixture(scope="module")
+def model():
+    return clean.load_lid(clean.default_lid_model())
+
+
+@pytest.fixture(scope="module")
+def cleaned(sample_layout, tmp_path_factory) -> Path:
+    """data/ with raw/ from the sample and cleaned/ from `clean.py --report-all --workers 2`."""
+    d = tmp_path_factory.mktemp("clean") / "data"
+    shutil.copytree(sample_layout, d)
+    cp = run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned",
+                    "--report-all", "--workers", "2")
+    (d / "stdout.txt").write_text(cp.stdout)
+    return d
+
+
+def _ids(folder: Path) -> list[str]:
+    return [i for f in sorted(folder.glob("*.parquet"))
+            for i in pq.read_table(f, columns=["id"]).column("id").to_pylist()]
+
+
+def _tutorial_dup_ratio(text: str) -> float:
+    lines = text.split("\n")  # section 2.3, blank lines included
+    return 1 - len(set(lines)) / len(lines)
+
+
+# --- the rules ---------------------------------------------------------------------------
+
+def test_dup_lines_keeps_prose_with_paragraph_breaks(sample_rows, model):
+    prose = [r["text"] for r in sample_rows
+             if r["planted"] == "" and r["lang"] == "en" and "\n\n" in r["text"]]
+    assert len(prose) > 50
+    # the tutorial's version counts the blank lines between paragraphs as duplicates ...
+    trapped = [t for t in prose if _tutorial_dup_ratio(t) > 0.30]
+    assert len(trapped) > len(prose) // 3
+    # ... ours counts non-blank lines only and keeps every one of them
+    assert all(clean.dup_line_share(t) <= 0.30 for t in prose)
+    assert all(clean.first_rule(t, clean.Thresholds(), model)[0] is None for t in trapped)
+
+
+def test_dup_lines_catches_repeated_navigation():
+    body = [f"Paragraph {i} explains one more detail of the configuration file." for i in range(6)]
+    nav = "Home | About | Contact"
+    text = "\n\n".join(x for b in body for x in (b, nav))
+    assert clean.dup_line_share(text) == pytest.approx(5 / 12)
+    assert clean.dup_line_share("\n\n\n") == 0.0
+
+
+def test_char_repeat_matches_the_tutorial_regex(sample_rows):
+    rx = re.compile(r"(.)\1{50,}", re.S)
+    texts = [r["text"] for r in sample_rows] + ["a" * 51, "a" * 50, "", "=" * 80 + "\ntext"]
+    for t in texts:
+        assert (clean.longest_char_run(t) > 50) == bool(rx.search(t)), t[:80]
+    assert clean.longest_char_run("xx" + "=" * 80 + "yy") == 80
+
+
+def test_low_alnum_counts_chinese_the_isascii_trap(sample_rows):
+    zh = [r["text"] for r in sample_rows if r["planted"] == "" and r["lang"] == "zh"]
+    assert len(zh) > 300
+    # str.isalnum() is true for Chinese characters: the Chinese corpus passes low_alnum
+    assert all(clean.alnum_share(t) >= 0.5 for t in zh)
+    # the slip of 2.3, `c.isascii() and c.isalnum()`, would remove nearly all of it
+    ascii_share = [sum(c.isascii() and c.isalnum() for c in t) / len(t) for t in zh]
+    assert sum(s < 0.5 for s in ascii_share) > 0.9 * len(zh)
+    assert clean.alnum_share("机器学习是人工智能的一个分支") == 1.0
+    assert clean.alnum_share("|---|---|") == 0.0
+
+
+def test_language_id_offline_on_real_text(sample_rows, model):
+    th = clean.Thresholds()
+    for lang in ("en", "zh", "ja", "de", "fr"):
+        docs = [r["text"] for r in sample_rows if r["lang"] == lang and len(r["text"]) > 600][:10]
+        assert docs, lang
+        got = [clean.detect_lang(model, t, th) for t in docs]
+        right = sum(g[0] == lang for g in got)
+        assert right >= 0.9 * len(docs), (lang, got)
+    # newlines are replaced before predict (fastText refuses them)
+    assert clean.predict_lang(model, "第一行。\n\n第二行是中文的文本，用于测试。")[0] == "zh"
+
+
+def test_end_sampling_agrees_with_full_text(sample_rows, model):
+    """--lid-chars only skips the middle of a document both of whose ends are confidently
+    accepted; on the sample it decides like full-text prediction for every document."""
+    sampled, full = clean.Thresholds(), clean.Thresholds(lid_chars=0)
+    reach = [r["text"] for r in sample_rows
+             if clean.first_rule(r["text"], full, model)[0] in (None, "lang")]
+    assert len(reach) > 1000
+    differ = [t[:60] for t in reach if (clean.first_rule(t, sampled, model)[0] is None)
+              != (clean.first_rule(t, full, model)[0] is None)]
+    assert differ == []
+    long_docs = sum(len(t) > 2 * sampled.lid_chars for t in reach)
+    assert long_docs > len(reach) // 2  # the shortcut is really exercised
+
+
+def test_every_planted_problem_caught_by_its_rule(sample_rows, model):
+    th = clean.Thresholds()
+    got = Counter((r["planted"], clean.first_rule(r["text"], th, model)[0]) for r in sample_rows)
+    for planted, rule in MEANT_FOR.items():
+        n = sum(v for (p, _), v in got.items() if p == planted)
+        assert n > 0 and got[(planted, rule)] == n, (planted, got)
+    ordinary = [r for r in sample_rows if r["planted"] not in MEANT_FOR]
+    kept = got[("", None)] + got[("exact_dup", None)] + got[("near_dup", None)] + got[("near_dup_low", None)]
+    assert kept == len(ordinary)  # 1,819 of 1,819 on the current sample
+
+
+# --- the stage ---------------------------------------------------------------------------
+
+def test_stage_on_sample_counts_and_reports(cleaned, sample_rows):
+    out = cleaned / "cleaned"
+    m = json.loads((out / "manifest.json").read_text())
+    c = m["counts"]
+    planted = Counter(r["planted"] for r in sample_rows)
+    assert c["docs_in"] == len(sample_rows)
+    assert c["removed"] == {"too_short": planted["too_short"], "dup_lines": planted["dup_lines"],
+                            "char_repeat": planted["char_repeat"], "low_alnum": planted["low_alnum"],
+                            "lang": planted["other_lang"] + planted["garbled"]}
+    assert c["docs_in"] == c["docs_out"] + sum(c["removed"].values())
+    kept = set(_ids(out))
+    assert kept == {r["id"] for r in sample_rows if r["planted"] not in MEANT_FOR}
+    assert c["bytes_out"] < c["bytes_in"]
+    # all input columns survive; only data shards at the top level
+    raw_shard = next((cleaned / "raw").glob("*.parquet"))
+    assert pq.read_schema(out / raw_shard.name) == pq.read_schema(raw_shard)
+    assert sorted(p.name for p in out.glob("*.parquet")) == sorted(p.name for p in (cleaned / "raw").glob("*.parquet"))
+    assert {r["rule"] for r in m["rules"]} == set(clean.RULES)
+    assert m["config"]["lid_chars"] == clean.Thresholds().lid_chars
+    assert "workers" not in m["config"]
+
+    stats = json.loads((out / "report" / "clean_stats.json").read_text())
+    lang = next(r for r in stats["rules"] if r["rule"] == "lang")
+    assert lang["removed"] == c["removed"]["lang"]
+    assert lang["alone"] >= lang["removed"] and lang["warn"] is False
+    assert "first rule" in stats["accounting"]
+    md = (out / "report" / "clean_stats.md").read_text()
+    assert "| too_short |" in md and "| kept |" in md and "FIRST rule" in md
+    stdout = (cleaned / "stdout.txt").read_text()
+    assert re.search(r"^kept\s+1,8\d\d\s+8\d\.\d\d%", stdout, re.M), stdout
+    assert "alone" in stdout
+
+    for rule in clean.RULES:
+        ex = [json.loads(x) for x in (out / "report" / f"removed_{rule}.jsonl").read_text().splitlines()]
+        assert 0 < len(ex) <= 50
+        by_id = {r["id"]: r for r in sample_rows}
+        for e in ex:
+            assert MEANT_FOR[by_id[e["id"]]["planted"]] == rule
+            assert len(e["text"]) <= clean.EXAMPLE_CHARS and by_id[e["id"]]["text"].startswith(e["text"])
+            assert e["value"]
+    ex = json.loads((out / "report" / "removed_lang.jsonl").read_text().splitlines()[0])
+    assert set(ex["value"]) == {"lang", "conf"}
+
+
+def test_output_identical_for_any_workers(cleaned, tmp_path):
+    run_script("clean.py", "--input", cleaned / "raw", "--output", tmp_path / "c1",
+               "--report-all", "--workers", "1")
+    a = json.loads((cleaned / "cleaned" / "manifest.json").read_text())
+    b = json.loads((tmp_path / "c1" / "manifest.json").read_text())
+    assert a["files"] == b["files"] and a["output_fingerprint"] == b["output_fingerprint"]
+    for f in ("clean_stats.json", "removed_lang.jsonl", "removed_dup_lines.jsonl"):
+        assert (cleaned / "cleaned" / "report" / f).read_bytes() == (tmp_path / "c1" / "report" / f).read_bytes()
+
+
+def test_warns_loudly_when_a_rule_removes_too_much(cleaned, tmp_path):
+    # an over-strict alnum threshold behaves like the isascii slip: most documents go
+    cp = run_script("clean.py", "--input", cleaned / "raw", "--output", tmp_path / "c",
+                    "--min-alnum", "0.95", "--workers", "2")
+    assert "WARNING: low_alnum removes" in cp.stderr and "removed_low_alnum.jsonl" in cp.stderr
+    stats = json.loads((tmp_path / "c" / "report" / "clean_stats.json").read_text())
+    flags = {r["rule"]: r["warn"] for r in stats["rules"]}
+    assert flags["low_alnum"] is True and flags["too_short"] is False
+
+
+def test_rerun_replaces_atomically_and_marks_downstream_stale(cleaned, tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(cleaned, d)
+    out = d / "cleaned"
+    # a downstream stage built from the current output
+    down = StageRun("dedup_exact", d / "dedup_exact", {"x": 1}, input_manifest=out / "manifest.json")
+    (down.staging / "part-00000.parquet").write_bytes(b"")
+    down.commit(files=[], counts={"docs_in": 0})
+    before = (out / "manifest.json").read_text()
+
+    # bad reruns fail with one line and leave the previous output untouched
+    for bad in (["--max-dup-lines", "1.5"], ["--lid-model", str(tmp_path / "none.bin")],
+                ["--languages", ","], ["--input", str(tmp_path / "missing")]):
+        cp = run_script("clean.py", "--input", d / "raw", "--output", out, *bad, check=False)
+        assert cp.returncode == 2 and "Traceback" not in cp.stderr, (bad, cp.stderr)
+        assert cp.stderr.startswith("error: ") and len(cp.stderr.strip().splitlines()) == 1
+        assert (out / "manifest.json").read_text() == before
+
+    cp = run_script("clean.py", "--input", d / "raw", "--output", out, "--min-chars", "1000",
+                    "--workers", "2")
+    assert "stale" in cp.stderr and "dedup_exact" in cp.stderr
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["config"]["min_chars"] == 1000
+    assert m["counts"]["removed"]["too_short"] > 40
+    assert set(_ids(out)) <= set(_ids(cleaned / "cleaned"))
+    assert not list(d.glob(".*")), list(d.glob(".*"))  # no staging or old copy left behind
+    with pytest.raises(StageError, match="stale"):
+        StageRun("dedup_minhash", d / "dedup", {}, input_manifest=d / "dedup_exact" / "manifest.json")
+
+
+def test_lid_model_flag_takes_a_model_file(cleaned, tmp_path):
+    model = tmp_path / "lid.176.ftz"
+    shutil.copy(clean.default_lid_model(), model)
+    run_script("clean.py", "--input", cleaned / "raw", "--output", tmp_path / "c",
+               "--lid-model", model, "--lid-chars", "0", "--workers", "2")
+    m = json.loads((tmp_path / "c" / "manifest.json").read_text())
+    ref = json.loads((cleaned / "cleaned" / "manifest.json").read_text())
+    assert m["config"]["lid_model"] == ref["config"]["lid_model"]  # recorded by content
+    assert m["counts"] == ref["counts"]  # full-text LID decides like end-sampling here
+
+
+def test_bench_smoke(sample_rows):
+    import sys
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_clean
+
+    res = bench_clean.run([r["text"] for r in sample_rows[:40]], quick=True)
+    assert res["bench"] == "clean" and res["docs"] == 40
+    for row in res["rows"]:
+        assert {"name", "mb_per_s_per_core", "ratio", "target", "ok"} <= set(row)
+        assert row["mb_per_s_per_core"] > 0
+    ours = res["rows"][-1]
+    assert ours["target"] == 1.3 and isinstance(ours["ok"], bool)
