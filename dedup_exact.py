@@ -51,7 +51,6 @@ from dataprep.stage import StageRun
 
 WORK = "_work"
 BYTES_PER_DOC = 32          # hi + lo + global index (24) + sort permutation (8)
-SPILL_RECORD = np.dtype([("hi", "<u8"), ("lo", "<u8"), ("idx", "<i8")])
 SNIPPET = 160
 
 
@@ -166,43 +165,41 @@ def hash_task(rank: int, world_size: int, shards: list[str], staging: str) -> No
 # Phase 2: first occurrence per digest, on the driver, in at most 32 bytes per document.
 # --------------------------------------------------------------------------------------
 
-def first_occurrences(hi: np.ndarray, lo: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For records (hi, lo, idx) with idx increasing, return (dup_idx, kept_idx):
-    every record whose digest was already seen, and the idx of that digest's first record.
+def first_occurrences(hi: np.ndarray, lo: np.ndarray, idx: np.ndarray | None = None,
+                      chunk: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
+    """For records (hi, lo, idx) with idx increasing (idx None: the positions), return
+    (dup_idx, kept_idx): every record whose digest was already seen, and the idx of that
+    digest's first record.
 
     np.lexsort is stable, so within a run of equal digests the records stay in idx
-    order and the run's first record is the first occurrence.
+    order and the run's first record is the first occurrence. The sorted order is then
+    walked in chunks, so besides the keys only the permutation (8 bytes per document)
+    and the duplicates found are held.
     """
     order = np.lexsort((lo, hi))
-    return _mark_dups(hi, lo, idx, order)
-
-
-def _mark_dups(hi, lo, idx, order):
-    # walk the sorted order in chunks so no full-length temporary copy is made
     dups, kept = [], []
-    chunk = 1 << 20
-    prev_hi = prev_lo = None
-    run_first = -1
+    prev = None          # (hi, lo, kept idx) of the last record of the previous chunk
     for start in range(0, len(order), chunk):
         o = order[start:start + chunk]
-        h, l, ix = hi[o], lo[o], idx[o]
+        h, l = hi[o], lo[o]
+        ix = o if idx is None else idx[o]
         same = np.empty(len(o), dtype=bool)
         same[1:] = (h[1:] == h[:-1]) & (l[1:] == l[:-1])
-        same[0] = prev_hi is not None and h[0] == prev_hi and l[0] == prev_lo
-        # the first record of each run of equal digests: the kept one
-        starts = np.nonzero(~same)[0]
+        same[0] = prev is not None and h[0] == prev[0] and l[0] == prev[1]
+        # the first record of each run of equal digests is the kept one
         run_id = np.cumsum(~same) - 1
-        firsts = ix[starts]
+        firsts = ix[~same]
         if same[0]:  # this chunk continues the previous chunk's run
-            firsts = np.concatenate([[run_first], firsts])
-            run_id = run_id + 1
+            firsts = np.concatenate([[prev[2]], firsts])
+            run_id += 1
         d = np.nonzero(same)[0]
-        dups.append(ix[d])
-        kept.append(firsts[run_id[d]])
-        prev_hi, prev_lo, run_first = h[-1], l[-1], firsts[run_id[-1]]
+        dups.append(ix[d].astype(np.int64))
+        kept.append(firsts[run_id[d]].astype(np.int64))
+        prev = (h[-1], l[-1], firsts[run_id[-1]])
+    del order
     if not dups:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(dups).astype(np.int64), np.concatenate(kept).astype(np.int64)
+    return np.concatenate(dups), np.concatenate(kept)
 
 
 def partitions_needed(total_docs: int, budget: int) -> int:
@@ -220,44 +217,58 @@ def select_first(hash_files: list[Path], offsets: np.ndarray, budget: int,
     total = int(offsets[-1])
     parts = partitions_needed(total, budget)
     if parts == 1:
-        hl = np.concatenate([np.load(f) for f in hash_files]) if hash_files else np.zeros((0, 2), np.uint64)
-        hi, lo = np.ascontiguousarray(hl[:, 0]), np.ascontiguousarray(hl[:, 1])
-        del hl
-        dup, kept = first_occurrences(hi, lo, np.arange(total, dtype=np.int64))
+        # 16 bytes per document: two contiguous uint64 columns (lexsort would copy strided ones)
+        hi = _column(hash_files, 0)
+        lo = _column(hash_files, 1)
+        dup, kept = first_occurrences(hi, lo)
+        del hi, lo
     else:
         dup, kept = _select_spilled(hash_files, offsets, parts, spill_dir)
     order = np.argsort(dup, kind="stable")
     return dup[order], kept[order], parts
 
 
+def _column(hash_files: list[Path], j: int) -> np.ndarray:
+    cols = [np.load(f, mmap_mode="r")[:, j] for f in hash_files]
+    return np.concatenate(cols) if cols else np.zeros(0, np.uint64)
+
+
 def _select_spilled(hash_files, offsets, parts, spill_dir: Path):
-    """Hash-partition the digests into spill files, then dedup each partition alone."""
+    """Hash-partition the digests into spill files, then dedup each partition alone.
+
+    Each partition is three column files (hi, lo, global index), appended shard by
+    shard, so inside a partition the index increases, and reading it back gives
+    contiguous columns: 24 bytes per record, plus 8 for the sort.
+    """
     shutil.rmtree(spill_dir, ignore_errors=True)
     spill_dir.mkdir(parents=True)
-    files = [open(spill_dir / f"part-{p:05d}.bin", "wb") for p in range(parts)]
+    cols = ("hi", "lo", "idx")
+    files = {(q, c): open(spill_dir / f"part-{q:05d}.{c}", "wb") for q in range(parts) for c in cols}
     try:
         for s, f in enumerate(hash_files):
             hl = np.load(f, mmap_mode="r")
-            rec = np.empty(len(hl), dtype=SPILL_RECORD)
-            rec["hi"], rec["lo"] = hl[:, 0], hl[:, 1]
-            rec["idx"] = np.arange(offsets[s], offsets[s + 1], dtype=np.int64)
-            p = (rec["hi"] % np.uint64(parts)).astype(np.int64)
+            data = {"hi": np.ascontiguousarray(hl[:, 0]), "lo": np.ascontiguousarray(hl[:, 1]),
+                    "idx": np.arange(offsets[s], offsets[s + 1], dtype=np.int64)}
+            p = (data["hi"] % np.uint64(parts)).astype(np.int64)
             order = np.argsort(p, kind="stable")   # keeps idx increasing inside a partition
             bounds = np.searchsorted(p[order], np.arange(parts + 1))
             for q in range(parts):
-                rec[order[bounds[q]:bounds[q + 1]]].tofile(files[q])
+                sel = order[bounds[q]:bounds[q + 1]]
+                for c in cols:
+                    data[c][sel].tofile(files[(q, c)])
     finally:
-        for fh in files:
+        for fh in files.values():
             fh.close()
     dups, kept = [], []
     for q in range(parts):
-        rec = np.fromfile(spill_dir / f"part-{q:05d}.bin", dtype=SPILL_RECORD)
-        d, k = first_occurrences(np.ascontiguousarray(rec["hi"]), np.ascontiguousarray(rec["lo"]),
-                                 np.ascontiguousarray(rec["idx"]))
+        hi, lo, idx = (np.fromfile(spill_dir / f"part-{q:05d}.{c}", dtype=t)
+                       for c, t in zip(cols, (np.uint64, np.uint64, np.int64)))
+        d, k = first_occurrences(hi, lo, idx)
         dups.append(d)
         kept.append(k)
-        del rec
-        (spill_dir / f"part-{q:05d}.bin").unlink()
+        del hi, lo, idx
+        for c in cols:
+            (spill_dir / f"part-{q:05d}.{c}").unlink()
     shutil.rmtree(spill_dir, ignore_errors=True)
     return np.concatenate(dups), np.concatenate(kept)
 
