@@ -341,7 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     with run.phase("concatenate"):
         outs = {s: concat_parts(run.staging, s, len(shards)) for s in ("train", "val")}
 
-    counts = merge_counts(results, n_docs, n_val, eos, kind, tok, args.tokenizer, tok_hash)
+    counts = merge_counts(results, n_docs, n_val, eos, kind, tok, args.tokenizer, tok_hash,
+                          args.output)
     for s, p in outs.items():  # the .bin must hold exactly the tokens the tasks reported
         if p.stat().st_size != 2 * counts[s]["tokens"]:
             raise StageError(f"{p}: {p.stat().st_size} bytes but tasks reported "
@@ -362,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def merge_counts(results: list[dict], n_docs: int, n_val: int, eos: int, kind: str, tok,
-                 tok_path: str, tok_hash: str) -> dict:
+                 tok_path: str, tok_hash: str, output: str) -> dict:
     split = {s: {k: sum(r[s][k] for r in results) for k in ("docs", "tokens", "eos", "bytes")}
              for s in ("train", "val")}
     docs_in = sum(r["docs_in"] for r in results)
@@ -381,7 +382,10 @@ def merge_counts(results: list[dict], n_docs: int, n_val: int, eos: int, kind: s
         "tokens": tokens, "eos": split["train"]["eos"] + split["val"]["eos"],
         "bytes_per_token": round(bytes_out / tokens, 4) if tokens else None,
         "dtype": "uint16", "eos_id": eos, "encoder": kind,
-        "tokenizer": {"path": str(tok_path), "xxh3_128": tok_hash,
+        # the path is relative to the output folder, like the input manifest's, so a
+        # copied or moved data/ folder still finds its own tokenizer
+        "tokenizer": {"path": os.path.relpath(Path(tok_path).resolve(), Path(output).resolve()),
+                      "xxh3_128": tok_hash,
                       "vocab_size": tok.get_vocab_size(with_added_tokens=True)},
     }
 

@@ -1,0 +1,150 @@
+"""verify.py: the section 6 checklist on the sample pipeline, and each FAIL on broken data."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import run_script
+
+import verify
+
+
+def run_verify(data: Path, tmp_path: Path, *extra):
+    report = tmp_path / "report.md"
+    cp = run_script("verify.py", "--data-dir", data, "--report", report, *extra, check=False)
+    return cp, report
+
+
+def status(out: str) -> dict[int, str]:
+    """item number -> PASS/FAIL, from verify's printed output."""
+    return {int(n): s for s, n in re.findall(r"^\[(PASS|FAIL)\] (\d+)\.", out, re.M)}
+
+
+def item_text(out: str, n: int) -> str:
+    m = re.search(rf"^\[(?:PASS|FAIL)\] {n}\..*?(?=^\[(?:PASS|FAIL)\] |\Z|^\d+ passed)", out,
+                  re.M | re.S)
+    return m.group(0)
+
+
+@pytest.fixture
+def broken(pipeline_layout, tmp_path) -> Path:
+    """A writable copy of the sample pipeline's data/ to damage."""
+    d = tmp_path / "data"
+    shutil.copytree(pipeline_layout, d, symlinks=True)
+    return d
+
+
+def test_every_item_passes_on_the_sample_pipeline(pipeline_layout, tmp_path):
+    cp, report = run_verify(pipeline_layout, tmp_path)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-2000:]
+    assert status(cp.stdout) == {n: "PASS" for n in range(1, 11)}
+    assert "10 passed, 0 failed" in cp.stdout
+    assert len(re.findall(r"^    \[\d\] tokens ", cp.stdout, re.M)) == 10  # the decoded windows
+    assert "characters per token" in item_text(cp.stdout, 7)
+    md = report.read_text()
+    assert md.count("\n## ") == 10 and "| 10 | nothing lost" in md and "**FAIL**" not in md
+
+
+def test_missing_stages_fail_and_name_the_stage_to_run(pipeline_layout, tmp_path):
+    # raw -> pack directly: clean and both dedup stages never ran
+    d = tmp_path / "data"
+    shutil.copytree(pipeline_layout / "raw", d / "raw")
+    shutil.copytree(pipeline_layout / "tokenizer", d / "tokenizer")
+    run_script("pack_parallel.py", "--input", d / "raw", "--output", d,
+               "--tokenizer", d / "tokenizer" / "tokenizer.json")
+    cp, _ = run_verify(d, tmp_path)
+    assert cp.returncode == 1
+    st = status(cp.stdout)
+    assert all(st[n] == "PASS" for n in (1, 2, 3, 4, 7, 10)), cp.stdout
+    assert st[5] == st[6] == st[9] == "FAIL"
+    assert "run clean.py" in item_text(cp.stdout, 5)
+    assert "run dedup_exact.py" in item_text(cp.stdout, 6)
+    assert "run dedup_minhash.py" in item_text(cp.stdout, 6)
+    # nothing packed at all: every item fails, naming pack_parallel.py, no traceback
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cp, report = run_verify(empty, tmp_path)
+    assert cp.returncode == 1 and "Traceback" not in cp.stdout + cp.stderr
+    assert "0 passed, 10 failed" in cp.stdout and "run pack_parallel.py" in item_text(cp.stdout, 1)
+    assert report.exists()
+
+
+def test_eos_count_off_blames_the_packer(broken, tmp_path):
+    eos = json.loads((broken / "pack_manifest.json").read_text())["counts"]["eos_id"]
+    data = np.memmap(broken / "train.bin", dtype=np.uint16, mode="r+")
+    i = int(np.flatnonzero(data != eos)[1000])
+    data[i] = eos  # one extra document boundary, same file size
+    data.flush()
+    del data
+    cp, _ = run_verify(broken, tmp_path)
+    assert cp.returncode == 1 and status(cp.stdout)[4] == "FAIL"
+    text = item_text(cp.stdout, 4)
+    assert "packer" in text and "rerun pack_parallel.py" in text
+    assert status(cp.stdout)[1] == "PASS"  # the size still matches: only the EOS check sees it
+
+
+def test_val_document_in_train_is_found_exactly_and_nearly(broken, tmp_path):
+    val_id = (broken / "pack_report" / "val_ids.txt").read_text().split()[0]
+    shard = next(p for p in sorted((broken / "dedup").glob("*.parquet"))
+                 if val_id in pq.read_table(p, columns=["id"]).column("id").to_pylist())
+    t = pq.read_table(shard)
+    text = t.column("text").to_pylist()[t.column("id").to_pylist().index(val_id)]
+    exact = "  " + "\n".join(text.split()).upper()          # same after normalise()
+    words = text.split()
+    near = " ".join(words[: int(len(words) * 0.97)]) + " and a new ending of a few words"
+    extra = pa.table({c: [f"copy-{val_id}", f"near-{val_id}"] if c == "id" else
+                      ([exact, near] if c == "text" else [t.column(c)[0].as_py()] * 2)
+                      for c in t.column_names}, schema=t.schema)
+    pq.write_table(pa.concat_tables([t, extra]), shard)
+    cp, _ = run_verify(broken, tmp_path)
+    assert status(cp.stdout)[8] == "FAIL"
+    text8 = item_text(cp.stdout, 8)
+    assert "val documents also in train" in text8 and val_id in text8
+    assert "near-duplicates in train" in text8
+    assert "split was done on tokens, not documents" in text8
+
+
+def test_garbled_decoder_is_caught(broken, tmp_path):
+    tj = broken / "tokenizer" / "tokenizer.json"
+    spec = json.loads(tj.read_text())
+    spec["decoder"] = None  # the ByteLevel pre-tokenizer without its decoder (section 7)
+    tj.write_text(json.dumps(spec))
+    cp, _ = run_verify(broken, tmp_path)
+    st = status(cp.stdout)
+    assert st[2] == st[3] == "FAIL" and cp.returncode == 1
+    assert "pre_tokenizer and decoder not paired" in item_text(cp.stdout, 2)
+    assert "changed since packing" in item_text(cp.stdout, 1)
+
+
+def test_cleaning_rule_above_30_percent_is_flagged(broken, tmp_path):
+    m = broken / "cleaned" / "manifest.json"
+    spec = json.loads(m.read_text())
+    c = spec["counts"]
+    c["removed"]["lang"] = int(c["docs_in"] * 0.4)
+    m.write_text(json.dumps(spec))
+    cp, _ = run_verify(broken, tmp_path)
+    text5 = item_text(cp.stdout, 5)
+    assert status(cp.stdout)[5] == "FAIL" and "FLAG" in text5 and "clean.py" in text5
+    # the counts no longer add up either: item 10 names the stage that lost documents
+    assert status(cp.stdout)[10] == "FAIL" and "clean.py" in item_text(cp.stdout, 10)
+
+
+def test_bins_are_read_in_chunks(pipeline_layout):
+    eos = json.loads((pipeline_layout / "pack_manifest.json").read_text())["counts"]["eos_id"]
+    p = pipeline_layout / "train.bin"
+    full = np.fromfile(p, dtype=np.uint16)
+    assert verify.count_token(p, eos, chunk=1000) == (len(full), int((full == eos).sum()),
+                                                      int(full[-1]))
+
+
+def test_bad_arguments_are_one_line(tmp_path):
+    cp = run_script("verify.py", "--data-dir", tmp_path / "nope", check=False)
+    assert cp.returncode == 2 and "Traceback" not in cp.stderr and "make demo" in cp.stderr
