@@ -40,6 +40,7 @@ is normalised and hashed in pieces, in bounded memory. Nothing is skipped.
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -58,7 +59,7 @@ from dedup_exact import fetch_rows, locate, normalise, save_npy, shard_offsets, 
 
 WORK = "_work"
 BATCH_ROWS = 2048
-LONG_TEXT = 1 << 20          # characters; longer texts are normalised and hashed in pieces
+LONG_TEXT = 1 << 18          # characters; longer texts are normalised and hashed in pieces
 ALL_PAIRS_MAX = 64           # buckets up to this size: every pair is a candidate
 EMPTY = np.uint32(0xFFFFFFFF)
 
@@ -238,15 +239,28 @@ def _raw_pieces(text: str, size: int = LONG_TEXT):
         yield text[i:i + size]
 
 
+_WS = re.compile(r"\s")  # for str patterns, exactly the characters str.split() splits on
+
+
 def normalised_pieces(text: str, size: int = LONG_TEXT):
     """normalise(text), yielded in pieces of about `size` characters (bounded memory).
 
-    "".join(normalised_pieces(t)) == normalise(t): a cut inside a word joins the two
-    halves back without a space; a cut inside a whitespace run becomes one space.
+    "".join(normalised_pieces(t)) == normalise(t). Cuts go at the first whitespace
+    after `size` characters (searched for up to `size` more), which keeps every word
+    whole, including the context str.lower() looks at for a Greek final sigma. A run of
+    more than `size` characters without whitespace is cut inside; the halves are joined
+    back without a space (the only possible difference: a capital sigma right at such a
+    cut may lower to σ instead of ς).
     """
     emitted = need_space = False
-    for i in range(0, len(text), size):
-        raw = text[i:i + size]
+    i, n = 0, len(text)
+    while i < n:
+        j = min(i + size, n)
+        if j < n:
+            m = _WS.search(text, j, min(n, j + size))
+            if m:
+                j = m.start()
+        raw, i = text[i:j], j
         words = raw.split()
         if not words:
             need_space = True
