@@ -92,7 +92,7 @@ def run(corpus_texts: list[str], quick: bool = False) -> dict:
     t0 = time.process_time()
     k_ours, hl = ours(texts)
     t_ours = time.process_time() - t0
-    b_ours, n_scale = held_bytes_per_doc(hl, 20_000 if quick else 2_000_000)
+    b_ours, n_scale = held_bytes_per_doc(hl, 1_000_000 if quick else 2_000_000)
     if k_ref != k_ours:
         raise AssertionError(f"reference kept {k_ref}, ours kept {k_ours}")
     rows = [
