@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow.compute as pc
 import xxhash
 
 from dataprep import layout
@@ -231,21 +232,26 @@ def pack_shard(rank: int, world_size: int, shards: list[str], staging: str, toke
     try:
         for batch in iter_batches(shards[rank], columns=["id", "text"], batch_rows=batch_rows):
             ids = batch.column(0).to_pylist()
-            texts = batch.column(1).to_pylist()
+            col = batch.column(1)
+            texts = col.to_pylist()
+            # per-document byte counts and null flags in Arrow, not in a Python loop
+            nbytes = pc.binary_length(col).fill_null(0).to_numpy(zero_copy_only=False)
+            valid = col.is_valid().to_numpy(zero_copy_only=False)
             docs_in += len(ids)
             is_val = id_hashes(ids, seed) <= np.uint64(threshold)
             for split, want in (("train", False), ("val", True)):
-                sel = [i for i in range(len(ids)) if is_val[i] == want]
-                keep = [i for i in sel if texts[i] is not None]
+                sel = np.flatnonzero(is_val == want)
+                keep = sel[valid[sel]]
                 nulls += len(sel) - len(keep)
-                docs = [texts[i] for i in keep]
+                # most batches hold no val document: then train is the whole batch
+                docs = texts if len(keep) == len(texts) else [texts[i] for i in keep]
                 arr = enc.pack(docs)
                 arr.tofile(files[split])
                 s = c[split]
                 s["docs"] += len(docs)
                 s["tokens"] += int(arr.size)
                 s["eos"] += len(docs)
-                s["bytes"] += sum(len(t.encode("utf-8")) for t in docs)
+                s["bytes"] += int(nbytes[keep].sum())
                 if want:
                     val_ids += [str(ids[i]) for i in keep]
     finally:

@@ -134,14 +134,18 @@ def run(corpus_texts: list[str], quick: bool = False, tokenizer: str | None = No
             "rows": rows}
 
 
-def sample_corpus(mb: float) -> list[str]:
-    """The bundled sample's texts, repeated until mb megabytes."""
+def sample_corpus(mb: float, lang: str | None = None) -> list[str]:
+    """The bundled sample's texts (of one language if given), repeated until mb megabytes."""
     import pyarrow.parquet as pq
 
     from dataprep import layout
 
-    texts = [t for t in pq.read_table(ROOT / layout.SAMPLE, columns=["text"])
-             .column("text").to_pylist() if t]
+    t = pq.read_table(ROOT / layout.SAMPLE)
+    langs = t.column("lang").to_pylist() if "lang" in t.column_names else [None] * t.num_rows
+    texts = [x for x, l in zip(t.column("text").to_pylist(), langs)
+             if x and (lang is None or l == lang)]
+    if not texts:
+        raise SystemExit(f"no sample documents with lang {lang!r}")
     out, size, i = [], 0, 0
     while size < mb * 1e6:
         t = texts[i % len(texts)]
@@ -156,11 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mb", type=float, default=50, help="corpus size (default 50 MB)")
     p.add_argument("--tokenizer", default=None,
                    help="tokenizer.json (default: train an 8k byte-level BPE on the corpus)")
+    p.add_argument("--lang", default=None, help="only sample documents of this language "
+                   "(en, zh, ...); default: all (the sample is mostly Chinese)")
     p.add_argument("--quick", action="store_true")
     a = p.parse_args(argv)
     from dataprep.report import table
 
-    res = run(sample_corpus(a.mb), quick=a.quick, tokenizer=a.tokenizer)
+    res = run(sample_corpus(a.mb, a.lang), quick=a.quick, tokenizer=a.tokenizer)
     print(f"{res['mb']:.1f} MB, {res['docs']:,} documents, {res['tokens']:,} tokens "
           f"(token counts agree: {res['same_token_count']})")
     print(table(["encoder", "MB/s per core", "ratio", "target", "ok"],
