@@ -236,3 +236,23 @@ def test_compression_is_a_ratio_of_totals():
     c = tt.compression(lambda ts: [len(t) for t in ts], ["ab", "中"])
     assert c["chars_per_token"] == 1.0 and c["bytes_per_token"] == pytest.approx(5 / 3, abs=1e-4)
     assert tt.compression(len, [])["docs"] == 0
+
+
+def test_bench_smoke():
+    """bench/bench_tokenizer.py runs and returns its rows (shape, not speed)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import bench_tokenizer
+    import pyarrow.parquet as pq
+
+    from conftest import SAMPLE
+
+    texts = pq.read_table(SAMPLE, columns=["text"]).column("text").to_pylist()[:150]
+    res = bench_tokenizer.run(texts, quick=True)
+    assert [r["name"].split(" ")[0] for r in res["rows"]] == [
+        "tutorial", "train_tokenizer.py", "BpeTrainer", "sampling", "sampling"]
+    for r in res["rows"]:
+        assert set(r) >= {"name", "mb_per_s_per_core", "ratio", "target", "ok"}
+        assert r["mb_per_s_per_core"] > 0
+    assert isinstance(res["rows"][1]["ok"], bool) and res["rows"][1]["ratio"] > 0
