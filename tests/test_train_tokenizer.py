@@ -256,3 +256,18 @@ def test_bench_smoke():
         assert set(r) >= {"name", "mb_per_s_per_core", "ratio", "target", "ok"}
         assert r["mb_per_s_per_core"] > 0
     assert isinstance(res["rows"][1]["ok"], bool) and res["rows"][1]["ratio"] > 0
+
+
+def test_long_documents_are_cropped(tmp_path):
+    import pyarrow.parquet as pq
+
+    shard = tmp_path / "part-00000.parquet"
+    texts = ["短" * 50, "long " * 400, "机器学习" * 300]
+    pq.write_table(pa.table({"id": ["a", "b", "c"], "text": texts}), shard)
+    tt.sample_shard(0, 1, [str(shard)], str(tmp_path), [0], [10**9], 0, 100)
+    got = pq.read_table(tmp_path / tt.SAMPLE_DIR / "train-00000.parquet").column("text").to_pylist()
+    assert got == ["短" * 50, ("long " * 400)[:100], ("机器学习" * 300)[:100]]  # characters, not bytes
+    res = json.loads((tmp_path / "_results" / "sample" / "00000.json").read_text())
+    assert res["cropped_docs"] == 2 and res["sample_docs"] == 3
+    assert res["sample_bytes"] == sum(len(t.encode()) for t in got)
+    assert res["zh_docs"] == 2 and res["en_docs"] == 1
