@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
 import sys
 
 import numpy as np

@@ -8,7 +8,6 @@ import random
 import tracemalloc
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
