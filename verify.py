@@ -232,9 +232,11 @@ def split_rng(seed: int, name: str) -> np.random.Generator:
 # One streamed pass over the packed input: val documents and a sample of all documents.
 # --------------------------------------------------------------------------------------
 
-def scan_corpus(ctx: Context, sample_every: int = 100) -> dict:
-    """The val documents' texts, and a 1-in-`sample_every` id-hashed sample (5.6)."""
+def scan_corpus(ctx: Context, min_sample: int = 200) -> dict:
+    """The val documents' texts, and an id-hashed sample of 1% of the documents (5.6),
+    or more on a small corpus so the bytes-per-token estimate has min_sample documents."""
     val_ids = ctx.val_ids
+    sample_every = max(1, min(100, int(ctx.pack_counts.get("docs_out", 0)) // min_sample))
     val, sample = {}, []
     docs = 0
     for shard in list_shards(ctx.input_dir):
@@ -308,7 +310,7 @@ def check_files(ctx: Context) -> Item:
     tokens = c["train"]["tokens"] + c["val"]["tokens"]
     dev = tokens / est - 1
     it.figures.append(f"estimate {est:,.0f} tokens ({human_bytes(c['bytes_out'])} / {bpt:.3f} "
-                      f"bytes per token on a {len(sample):,}-document sample); packed "
+                      f"bytes per token on a {len(sample):,}-document sample, 5.6); packed "
                       f"{tokens:,} ({dev:+.1%}, tolerance ±{ctx.args.size_tolerance:.0%})")
     if abs(dev) > ctx.args.size_tolerance:
         it.fail(f"token count is {dev:+.1%} off the estimate",
@@ -554,7 +556,7 @@ def check_val_overlap(ctx: Context) -> Item:
                 vband[j].setdefault(int(h), []).append(k)
     except Missing as e:
         hasher, near_error = None, str(e)
-    exact, near, checked, best = [], [], 0, 0.0
+    exact, near, checked, best, n_cands = [], [], 0, 0.0, 0
     for texts in iter_train_docs(ctx):
         checked += len(texts)
         for t in texts:
@@ -571,6 +573,7 @@ def check_val_overlap(ctx: Context) -> Item:
             for d, h in enumerate(tb[j]):
                 for k in table_j.get(int(h), ()):
                     cands.add((d, k))
+        n_cands += len(cands)
         for d, k in cands:
             s = float(similarity(sig[d], vsig[k]))
             best = max(best, s)
@@ -586,8 +589,8 @@ def check_val_overlap(ctx: Context) -> Item:
         it.fail(f"near-duplicate check not run: {near_error}", "run dedup_minhash.py")
     else:
         it.figures.append(f"near-duplicate: MinHash candidates from LSH bands, Jaccard >= "
-                          f"{ctx.args.near_dup_threshold}: {len(near)} pairs "
-                          f"(highest similarity seen {best:.2f})")
+                          f"{ctx.args.near_dup_threshold}: {len(near)} pairs ({n_cands} "
+                          f"candidate pairs compared, highest similarity {best:.2f})")
         if near:
             it.fail(f"val documents with near-duplicates in train: "
                     f"{', '.join(f'{i} ({s:.2f})' for i, s in near[:5])}",
