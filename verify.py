@@ -28,9 +28,7 @@ A check whose stage has not run yet fails with the stage to run.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
