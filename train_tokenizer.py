@@ -85,9 +85,6 @@ HELDOUT_MAX_SHARE = 0.10       # never hold out more than this share of the corp
 SAMPLE_DIR = "_sample"         # per-shard sample files, inside the staging folder
 BATCH = 1000                   # texts per batch fed to the trainer (4.7: batches are faster)
 
-# Script counts for the language mix (RE2 syntax, evaluated by Arrow).
-HAN = r"\p{Han}"
-LATIN = r"\p{Latin}"
 
 # The round trip must be lossless on these (4.7 step 5, and the cases it leaves out).
 ROUND_TRIP_CASES = {
@@ -173,11 +170,47 @@ def choose_rows(lengths: np.ndarray, seed: int, rank: int, heldout_quota: int,
     return np.sort(perm[:h_end]), np.sort(perm[h_end:t_end])
 
 
-def script_counts(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Per document: Chinese (Han) characters and Latin letters, counted in Arrow."""
-    han = pc.count_substring_regex(texts, pattern=HAN).to_numpy(zero_copy_only=False)
-    lat = pc.count_substring_regex(texts, pattern=LATIN).to_numpy(zero_copy_only=False)
-    return han.astype(np.int64), lat.astype(np.int64)
+# Byte classes for the language mix: 1 = lead byte of a Chinese character (CJK ideographs
+# U+4000-U+9FFF, where nearly all Han text lives, are 3-byte sequences led by 0xE4-0xE9),
+# 2 = an ASCII letter.
+BYTE_CLASS = np.zeros(256, np.uint8)
+BYTE_CLASS[0xE4:0xEA] = 1
+BYTE_CLASS[ord("A"):ord("Z") + 1] = 2
+BYTE_CLASS[ord("a"):ord("z") + 1] = 2
+COUNT_CHUNK = 1 << 24  # bytes classified at once: bounds the temporary arrays
+
+
+def script_counts(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """Per document: Chinese characters and ASCII letters, counted on the UTF-8 bytes.
+
+    The bytes are classified with a lookup table and counted per document with a running
+    sum read at the Arrow offsets, in chunks of about COUNT_CHUNK bytes. No document
+    becomes a Python string; about ten times faster than counting with an Arrow regex
+    (\\p{Han}). Null and empty texts count 0.
+    """
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
+    n = len(texts)
+    han, latin = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    if n == 0 or texts.buffers()[2] is None:
+        return han, latin
+    off_type = np.int64 if pa.types.is_large_string(texts.type) else np.int32
+    offsets = np.frombuffer(texts.buffers()[1], off_type)[texts.offset:texts.offset + n + 1]
+    offsets = offsets.astype(np.int64)
+    data = np.frombuffer(texts.buffers()[2], np.uint8)
+    i = 0
+    while i < n:
+        # documents i..j-1: about COUNT_CHUNK bytes, and at least one document
+        j = int(np.searchsorted(offsets, offsets[i] + COUNT_CHUNK, side="right")) - 1
+        j = min(max(j, i + 1), n)
+        lo = offsets[i]
+        cls = BYTE_CLASS[data[lo:offsets[j]]]
+        running = np.zeros(cls.size + 1, np.int32 if cls.size < 2**31 else np.int64)
+        for out, k in ((han, 1), (latin, 2)):
+            np.cumsum(cls == k, out=running[1:])  # running[p] = matches before byte p
+            out[i:j] = running[offsets[i + 1:j + 1] - lo] - running[offsets[i:j] - lo]
+        i = j
+    return han, latin
 
 
 def doc_languages(han: np.ndarray, latin: np.ndarray) -> np.ndarray:

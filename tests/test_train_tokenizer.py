@@ -230,6 +230,12 @@ def test_language_mix_counts():
     han, lat = tt.script_counts(texts)
     assert han.tolist() == [4, 0, 0, 6] and lat.tolist() == [5, 10, 0, 3]
     assert tt.doc_languages(han, lat).tolist() == ["en", "en", "", "zh"]
+    # nulls, empty texts (also last), slices and chunks: counted per document all the same
+    texts = pa.array(["ab", None, "", "中c", ""])
+    assert [x.tolist() for x in tt.script_counts(texts)] == [[0, 0, 0, 1, 0], [2, 0, 0, 1, 0]]
+    assert [x.tolist() for x in tt.script_counts(texts.slice(3))] == [[1, 0], [1, 0]]
+    chunked = pa.chunked_array([texts.slice(0, 2), texts.slice(2)])
+    assert [x.tolist() for x in tt.script_counts(chunked)] == [[0, 0, 0, 1, 0], [2, 0, 0, 1, 0]]
 
 
 def test_compression_is_a_ratio_of_totals():
