@@ -191,9 +191,9 @@ def script_counts(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.nda
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
     n = len(texts)
-    han, latin = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    han, letters = np.zeros(n, np.int64), np.zeros(n, np.int64)
     if n == 0 or texts.buffers()[2] is None:
-        return han, latin
+        return han, letters
     off_type = np.int64 if pa.types.is_large_string(texts.type) else np.int32
     offsets = np.frombuffer(texts.buffers()[1], off_type)[texts.offset:texts.offset + n + 1]
     offsets = offsets.astype(np.int64)
@@ -206,17 +206,17 @@ def script_counts(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.nda
         lo = offsets[i]
         cls = BYTE_CLASS[data[lo:offsets[j]]]
         running = np.zeros(cls.size + 1, np.int32 if cls.size < 2**31 else np.int64)
-        for out, k in ((han, 1), (latin, 2)):
+        for out, k in ((han, 1), (letters, 2)):
             np.cumsum(cls == k, out=running[1:])  # running[p] = matches before byte p
             out[i:j] = running[offsets[i + 1:j + 1] - lo] - running[offsets[i:j] - lo]
         i = j
-    return han, latin
+    return han, letters
 
 
-def doc_languages(han: np.ndarray, latin: np.ndarray) -> np.ndarray:
-    """'zh' when a document has more Han characters than Latin letters, 'en' when it has
-    more Latin letters, '' when it has neither (numbers, symbols)."""
-    return np.where(han > latin, "zh", np.where(latin > 0, "en", ""))
+def doc_languages(han: np.ndarray, letters: np.ndarray) -> np.ndarray:
+    """'zh' when a document has more Chinese characters than ASCII letters, 'en' when it has
+    more ASCII letters, '' when it has neither (numbers, symbols)."""
+    return np.where(han > letters, "zh", np.where(letters > 0, "en", ""))
 
 
 def sample_shard(rank: int, world_size: int, shards: list[str], staging: str,
@@ -262,7 +262,7 @@ def sample_shard(rank: int, world_size: int, shards: list[str], staging: str,
         "sample_chars": int(pc.sum(pc.utf8_length(train)).as_py() or 0),
         "cropped_docs": cropped,
         "han_chars": int(han.sum()),
-        "latin_letters": int(lat.sum()),
+        "ascii_letters": int(lat.sum()),
         "zh_docs": int((langs == "zh").sum()),
         "en_docs": int((langs == "en").sum()),
         "heldout_docs": len(held_idx),
@@ -442,7 +442,7 @@ def tokenizer_config(vocab_size: int) -> dict:
 
 
 def stats_rows(s: dict, verification: dict, comp: dict) -> list[list]:
-    mix = s["han_chars"] + s["latin_letters"]
+    mix = s["han_chars"] + s["ascii_letters"]
     rows = [
         ["corpus documents", s["docs_in"]],
         ["corpus text bytes", human_bytes(s["bytes_in"])],
@@ -450,8 +450,8 @@ def stats_rows(s: dict, verification: dict, comp: dict) -> list[list]:
         ["sample documents", s["sample_docs"]],
         ["sample text bytes", f"{human_bytes(s['sample_bytes'])} ({pct(s['sample_bytes'], s['bytes_in'])} of corpus)"],
         ["cropped documents", s["cropped_docs"]],
-        ["sample mix: Chinese chars / Latin letters",
-         f"{pct(s['han_chars'], mix)} / {pct(s['latin_letters'], mix)}"],
+        ["sample mix: Chinese chars / ASCII letters",
+         f"{pct(s['han_chars'], mix)} / {pct(s['ascii_letters'], mix)}"],
         ["sample docs: Chinese / English", f"{s['zh_docs']:,} / {s['en_docs']:,}"],
         ["vocabulary (largest id)", f"{verification['vocab_size']:,} ({verification['max_id']:,})"],
         ["round trip", f"lossless on {verification['round_trip_texts']} texts"],
@@ -552,10 +552,10 @@ def main(argv: list[str] | None = None) -> int:
                   train_quotas=quotas(sample_target, sizes), seed=args.seed,
                   max_doc_chars=args.max_doc_chars)
     s = merge_counts(load_task_results(run.staging, "sample", len(shards)))
-    mix = s["han_chars"] + s["latin_letters"]
+    mix = s["han_chars"] + s["ascii_letters"]
     print(f"training sample: {s['sample_docs']:,} documents, {human_bytes(s['sample_bytes'])} "
           f"({pct(s['sample_bytes'], total)} of {human_bytes(total)}); mix: Chinese characters "
-          f"{pct(s['han_chars'], mix)}, Latin letters {pct(s['latin_letters'], mix)}; "
+          f"{pct(s['han_chars'], mix)}, ASCII letters {pct(s['ascii_letters'], mix)}; "
           f"{s['zh_docs']:,} Chinese / {s['en_docs']:,} English documents", flush=True)
     if s["sample_docs"] == 0:
         raise StageError(f"{inp}: no documents to train on")
@@ -582,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
               "vocab_size": verification["vocab_size"], "max_id": verification["max_id"]}
     sample = {k: s[k] for k in s if k not in ("docs_in", "bytes_in")}
     sample["han_share"] = round(s["han_chars"] / mix, 4) if mix else None
-    sample["latin_share"] = round(s["latin_letters"] / mix, 4) if mix else None
+    sample["ascii_share"] = round(s["ascii_letters"] / mix, 4) if mix else None
     save_report(run.staging / "report", "train_tokenizer_stats",
                 {"counts": counts, "sample": sample, "verification": verification,
                  "compression": comp, "train_seconds": round(train_secs, 3)},

@@ -47,7 +47,7 @@ def test_output_layout_and_manifest(trained):
     assert 0 < s["heldout_bytes"] <= 0.1 * m["counts"]["bytes_in"] + 10_000
     # the sample's English/Chinese mix is recorded (the bundled sample has both)
     assert s["zh_docs"] > 100 and s["en_docs"] > 100
-    assert abs(s["han_share"] + s["latin_share"] - 1) < 1e-3
+    assert abs(s["han_share"] + s["ascii_share"] - 1) < 1e-3
 
 
 def test_compression_keys_verify_reads(trained):
