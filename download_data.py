@@ -38,7 +38,7 @@ from dataprep.errors import StageError, run_stage
 from dataprep.executor import add_executor_args
 from dataprep.manifest import read_manifest, write_json
 from dataprep.report import human_bytes, table
-from dataprep.shards import ShardWriter, open_shard, text_bytes
+from dataprep.shards import ShardWriter, open_shard
 from dataprep.stage import StageRun
 
 
@@ -323,7 +323,7 @@ def describe(raw_dir: Path, n_samples: int = 3, chars: int = 500) -> str:
     rows = sum(f["rows"] for f in files)
     lines = [
         f"rows      {rows:,} in {len(files)} shards",
-        f"columns   " + ", ".join(f"{f.name}: {f.type}" for f in schema),
+        "columns   " + ", ".join(f"{f.name}: {f.type}" for f in schema),
         f"bytes     {human_bytes(sum(f['text_bytes'] for f in files))} of text, "
         f"{human_bytes(sum(f['size'] for f in files))} on disk",
         "text field: 'text'",

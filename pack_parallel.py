@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -355,11 +354,8 @@ def main(argv: list[str] | None = None) -> int:
                              f"{counts[s]['tokens']} tokens; rerun pack_parallel.py")
     val_ids = [i for r in results for i in r["val_ids"]]
     write_reports(run.staging / REPORT_DIR, counts, results, val_ids, enc_info)
-    # a finished run's parts are not needed; drop completions first so a crash right
-    # here makes the rerun redo the tasks rather than look for deleted parts
-    shutil.rmtree(run.logging_dir("pack"), ignore_errors=True)
-    shutil.rmtree(run.staging / PARTS, ignore_errors=True)
-    shutil.rmtree(run.staging / "_results", ignore_errors=True)
+    # the parts and task results stay in the staging folder until commit removes it, so
+    # a crash before then resumes from them (commit moves the task logs out first)
     from dataprep.shards import file_record
     files = [file_record(outs["train"], tokens=counts["train"]["tokens"], dtype="uint16"),
              file_record(outs["val"], tokens=counts["val"]["tokens"], dtype="uint16")]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -151,7 +152,11 @@ def run_tasks(fn: Callable, tasks: int, args: argparse.Namespace, logging_dir: P
         bar = threading.Thread(target=_progress, args=(logging_dir, tasks, name, stop), daemon=True)
         bar.start()
     try:
-        ex.run()
+        try:
+            ex.run()
+        except subprocess.CalledProcessError as e:  # sbatch refused the job
+            raise StageError(f"{name}: {' '.join(map(str, e.cmd))} failed with exit {e.returncode}"
+                             f"{': ' + e.output.decode(errors='replace').strip() if e.output else ''}") from None
         if getattr(args, "executor", "local") == "slurm":
             _wait_for_slurm(ex, logging_dir, tasks, name)
     finally:
@@ -172,7 +177,6 @@ def _completed(logging_dir: Path) -> int:
 def _wait_for_slurm(ex, logging_dir: Path, tasks: int, name: str, poll: float = 10.0) -> None:
     """sbatch returns at once: wait until every task has marked itself complete, or the
     job has left the queue (then the missing tasks failed)."""
-    import subprocess
     import time
 
     job = getattr(ex, "job_id", None)

@@ -175,8 +175,8 @@ class StageRun:
         for f in files:
             os.replace(self.staging / f["name"], self.output / f["name"])
         for p in sorted(self.staging.iterdir()):
-            if p.name in (self.manifest_name, RUN_KEY, "_logs"):
-                continue
+            if p.name == self.manifest_name or p.name.startswith("_"):
+                continue  # the manifest goes last; _work folders go with the staging folder
             target = self.output / p.name
             if target.is_dir():
                 shutil.rmtree(target)

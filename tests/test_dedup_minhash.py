@@ -260,7 +260,7 @@ def test_tiny_and_long_texts_deterministic_across_workers(tiny_raw):
     outs = []
     for w in ("1", "2"):
         out = tiny_raw / f"dedup{w}"
-        cp = run_script("dedup_minhash.py", "--input", tiny_raw / "raw", "--output", out, "--workers", w)
+        run_script("dedup_minhash.py", "--input", tiny_raw / "raw", "--output", out, "--workers", w)
         outs.append(out)
     m = json.loads((outs[0] / "manifest.json").read_text())
     assert m["counts"]["short_texts"] == 4                      # ab, AB, abc, x: none skipped

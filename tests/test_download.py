@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
 from conftest import SAMPLE, run_script
 from dataprep.manifest import read_manifest

@@ -79,6 +79,7 @@ cp "$script" "$SLURM_FAKE_LOG/job$n.sh"
 printf '%s\n' "$@" > "$SLURM_FAKE_LOG/job$n.args"
 for a in "$@"; do case "$a" in --export=*RUN_OFFSET=*) export RUN_OFFSET="${a##*RUN_OFFSET=}";; esac; done
 range=$(sed -n 's/^#SBATCH --array=\([0-9]*-[0-9]*\).*/\1/p' "$script")
+export SLURM_NODELIST=localhost SLURM_JOB_ID=42$n SLURM_ARRAY_JOB_ID=42$n SLURM_NODEID=0
 if [ -n "$range" ]; then
   for i in $(seq "${range%-*}" "${range#*-}"); do SLURM_ARRAY_TASK_ID=$i bash "$script" >/dev/null 2>&1; done
 else
@@ -93,7 +94,9 @@ def test_slurm_sbatch_scripts_and_bytes(pipeline_layout, sample_layout, tmp_path
     bin_dir, log = tmp_path / "bin", tmp_path / "slurm"
     bin_dir.mkdir()
     log.mkdir()
-    for name, body in [("sbatch", FAKE_SBATCH), ("srun", FAKE_SRUN), ("squeue", "#!/bin/bash\n")]:
+    tools = [("sbatch", FAKE_SBATCH), ("srun", FAKE_SRUN), ("squeue", "#!/bin/bash\n"),
+             ("scontrol", '#!/bin/bash\n# scontrol show hostnames LIST\necho "${@: -1}"\n')]
+    for name, body in tools:
         (bin_dir / name).write_text(body)
         (bin_dir / name).chmod(0o755)
     env = {"PATH": f"{bin_dir}:{VENV_BIN}:{os.environ['PATH']}", "SLURM_FAKE_LOG": str(log)}
