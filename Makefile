@@ -13,14 +13,15 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install -q -r requirements.txt
 	@touch $(STAMP)
 
-# Every stage that exists, in pipeline order, on the bundled sample (data/sample/).
-DEMO_STAGES := download_data clean dedup_exact dedup_minhash train_tokenizer pack_parallel verify
+# Every stage that exists, in pipeline order, on the bundled sample (data/sample/),
+# with the two worked-example demos and the compression table where they belong.
+DEMO_STEPS := download_data clean dedup_exact dedup_minhash minhash_demo bpe_demo \
+              train_tokenizer compare_tokenizers pack_parallel verify
 demo: $(STAMP)
-	@set -e; for s in $(DEMO_STAGES); do \
+	@set -e; for s in $(DEMO_STEPS); do \
 	  if [ -f $$s.py ]; then \
-	    echo; echo "===== $$s.py ====="; \
-	    $(PY) $$s.py $$( \
-	      case $$s in download_data) echo "--dataset sample";; train_tokenizer) echo "--vocab-size 8000";; esac ); \
+	    echo; echo "===== python $$s.py $$(./scripts/demo_args.sh $$s) ====="; \
+	    $(PY) $$s.py $$(./scripts/demo_args.sh $$s); \
 	  fi; \
 	done
 
@@ -31,5 +32,6 @@ bench: $(STAMP)
 	$(PY) bench/run_all.py
 
 clean-data:
-	rm -rf data/raw data/cleaned data/dedup_exact data/dedup data/minhash data/tokenizer \
-	  data/train.bin data/val.bin data/pack_manifest.json data/logs data/.*.partial
+	rm -rf data/raw data/cleaned data/dedup_exact data/dedup data/tokenizer data/figures \
+	  data/train.bin data/val.bin data/pack_manifest.json data/pack_report data/verify_report.md \
+	  data/logs data/download data/.*.partial data/.*.old

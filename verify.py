@@ -710,7 +710,7 @@ def render_terminal(items: list[Item]) -> str:
         if not it.ok:
             out.append(f"    likely cause / rerun: {it.cause}")
     passed = sum(it.ok for it in items)
-    out.append(f"{passed} passed, {len(items) - passed} failed")
+    out.append(f"checklist: {passed} of {len(items)} items PASS, {len(items) - passed} FAIL")
     return "\n".join(out)
 
 

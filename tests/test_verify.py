@@ -46,7 +46,7 @@ def test_every_item_passes_on_the_sample_pipeline(pipeline_layout, tmp_path):
     cp, report = run_verify(pipeline_layout, tmp_path)
     assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-2000:]
     assert status(cp.stdout) == {n: "PASS" for n in range(1, 11)}
-    assert "10 passed, 0 failed" in cp.stdout
+    assert "checklist: 10 of 10 items PASS, 0 FAIL" in cp.stdout
     assert len(re.findall(r"^    \[\d\] tokens ", cp.stdout, re.M)) == 10  # the decoded windows
     assert "characters per token" in item_text(cp.stdout, 7)
     md = report.read_text()
@@ -73,7 +73,7 @@ def test_missing_stages_fail_and_name_the_stage_to_run(pipeline_layout, tmp_path
     empty.mkdir()
     cp, report = run_verify(empty, tmp_path)
     assert cp.returncode == 1 and "Traceback" not in cp.stdout + cp.stderr
-    assert "0 passed, 10 failed" in cp.stdout and "run pack_parallel.py" in item_text(cp.stdout, 1)
+    assert "checklist: 0 of 10 items PASS, 10 FAIL" in cp.stdout and "run pack_parallel.py" in item_text(cp.stdout, 1)
     assert report.exists()
 
 
