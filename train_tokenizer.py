@@ -519,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="crop longer documents to this many characters (default 100000)")
     p.add_argument("--heldout-bytes", type=int, default=5_000_000,
                    help="text held out of training to measure compression (default 5 MB, "
-                        f"at most {HELDOUT_MAX_SHARE:.0%} of the corpus)")
+                        f"at most {HELDOUT_MAX_SHARE * 100:.0f}%% of the corpus)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
     add_executor_args(p)
     args = p.parse_args(argv)

@@ -38,8 +38,11 @@ PROJECTION_ROWS = {
     "clean": "clean",
     "dedup_exact": "dedup_exact",
     "dedup_minhash": "minhash",
+    "train_tokenizer": "tokenizer",
     "pack_parallel": "pack",
 }
+# train_tokenizer reads a 5% sample (section 4.7), capped at 2 GB, not the whole corpus
+STAGE_BYTES = {"train_tokenizer": min(0.05 * FINEWEB_BYTES, 2e9)}
 
 
 def build_corpus(mb: float, inputs: list[str] | None = None) -> list[str]:
@@ -99,9 +102,13 @@ def project(results: list[dict]) -> list[list]:
                 ours[r["bench"]] = row["mb_per_s_per_core"]
     for stage, bench in PROJECTION_ROWS.items():
         if bench in ours and ours[bench]:
-            secs = FINEWEB_BYTES / (ours[bench] * 1e6)
+            secs = STAGE_BYTES.get(stage, FINEWEB_BYTES) / (ours[bench] * 1e6)
             rows.append([stage, ours[bench]] + [secs / c / 60 for c in (2, 16, 64)])
     return rows
+
+
+def _fmt_proj(proj: list[list]) -> list[list[str]]:
+    return [[a, f"{b:.2f}"] + [f"{x:.1f}" for x in c] for a, b, *c in proj]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,10 +163,10 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(r["bench"])
         for row in r["rows"]:
             ok = row.get("ok")
-            rows.append([r["bench"], row["name"], round(row["mb_per_s_per_core"], 2),
-                         "" if row.get("ratio") is None else round(row["ratio"], 2),
-                         row.get("target") or "", "" if ok is None else ("yes" if ok else "NO"),
-                         r["peak_rss_mb"]])
+            rows.append([r["bench"], row["name"], f"{row['mb_per_s_per_core']:.2f}",
+                         "" if row.get("ratio") is None else f"{row['ratio']:.2f}",
+                         str(row.get("target") or ""), "" if ok is None else ("yes" if ok else "NO"),
+                         f"{r['peak_rss_mb']:.0f}"])
             if ok is False:
                 failed.append(f"{r['bench']}: {row['name']}")
     print()
@@ -168,9 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     ph = ["stage", "MB/s per core", "2 cores (min)", "16 cores (min)", "64 cores (min)"]
     if proj:
         print("\nprojected wall time for FineWeb-Edu sample-10BT (28.5 GB), linear scaling:")
-        print(table(ph, [[a, round(b, 2)] + [round(x, 1) for x in c] for a, b, *c in proj]))
-        slowest = min(proj, key=lambda r: r[1])
-        print(f"dominant stage: {slowest[0]} ({slowest[1]:.2f} MB/s per core)")
+        print(table(ph, _fmt_proj(proj)))
+        slowest = max(proj, key=lambda r: r[2])
+        print(f"dominant stage: {slowest[0]} ({slowest[1]:.2f} MB/s per core, "
+              f"{slowest[2] / sum(r[2] for r in proj):.0%} of the projected time)")
     if missing:
         print(f"\nnot measured (no bench script yet): {', '.join(missing)}")
     out = Path(args.out)
@@ -179,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     md = [f"Command: `{cmd.strip()}`", "", f"Corpus: {len(texts):,} documents, {corpus_mb:.1f} MB", "",
           markdown_table(head, rows)]
     if proj:
-        md += ["", markdown_table(ph, [[a, round(b, 2)] + [round(x, 1) for x in c] for a, b, *c in proj])]
+        md += ["", markdown_table(ph, _fmt_proj(proj))]
     (out / ("quick.md" if args.quick else "latest.md")).write_text("\n".join(md) + "\n")
     (out / ("quick.json" if args.quick else "latest.json")).write_text(json.dumps(results, indent=2))
     if failed and not args.quick:
