@@ -278,8 +278,10 @@ def _select_spilled(hash_files, offsets, parts, spill_dir: Path):
 # --------------------------------------------------------------------------------------
 
 def filter_task(rank: int, world_size: int, shards: list[str], names: list[str],
-                offsets: list[int], staging: str) -> None:
-    dup = np.load(Path(staging) / WORK / "dup.npy", mmap_mode="r")
+                offsets: list[int], staging: str, drop: str = "dup.npy") -> None:
+    """Copy shard `rank` without the rows whose global index is in the sorted array
+    _work/<drop> (dedup_minhash.py uses this task too, with its own list)."""
+    dup = np.load(Path(staging) / WORK / drop, mmap_mode="r")
     lo, hi = offsets[rank], offsets[rank + 1]
     a, b = np.searchsorted(dup, [lo, hi])
     keep = np.ones(hi - lo, dtype=bool)

@@ -53,9 +53,10 @@ from dataprep import layout
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import add_executor_args, load_task_results, run_tasks, save_task_result
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
-from dataprep.shards import filter_shard, iter_batches, list_shards, write_table
+from dataprep.shards import iter_batches, list_shards, write_table
 from dataprep.stage import StageRun
-from dedup_exact import fetch_rows, locate, normalise, save_npy, shard_offsets, shard_rows, snippet
+from dedup_exact import (fetch_rows, filter_task, locate, normalise, save_npy, shard_offsets,
+                         shard_rows, snippet)
 
 WORK = "_work"
 BATCH_ROWS = 2048
@@ -463,21 +464,6 @@ def verify(pairs: np.ndarray, sigs: Signatures, threshold: float,
 
 
 # --------------------------------------------------------------------------------------
-# Phase 5: copy the kept rows of one shard.
-# --------------------------------------------------------------------------------------
-
-def filter_task(rank: int, world_size: int, shards: list[str], names: list[str],
-                offsets: list[int], staging: str) -> None:
-    removed = np.load(Path(staging) / WORK / "removed.npy", mmap_mode="r")
-    lo, hi = offsets[rank], offsets[rank + 1]
-    a, b = np.searchsorted(removed, [lo, hi])
-    keep = np.ones(hi - lo, dtype=bool)
-    keep[np.asarray(removed[a:b]) - lo] = False
-    rec = filter_shard(shards[rank], Path(staging) / names[rank], keep)
-    save_task_result(staging, "filter", rank, rec)
-
-
-# --------------------------------------------------------------------------------------
 # Report.
 # --------------------------------------------------------------------------------------
 
@@ -628,9 +614,10 @@ def main(argv: list[str] | None = None) -> int:
         save_npy(work / "removed.npy", removed)
 
     with run.phase("filter"):
+        # phase 5: copy the kept rows of each shard (the same task as dedup_exact's)
         run_tasks(filter_task, len(shards), args, run.logging_dir("filter"), "filter",
                   shards=[str(s) for s in shards], names=names,
-                  offsets=[int(x) for x in offsets], staging=str(staging))
+                  offsets=[int(x) for x in offsets], staging=str(staging), drop="removed.npy")
     records = load_task_results(staging, "filter", len(shards))
 
     counts = {
