@@ -123,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     if args.one:  # child process: one benchmark
-        print(json.dumps(run_one(args.one, args.corpus, args.quick)))
+        # numpy scalars become plain numbers
+        print(json.dumps(run_one(args.one, args.corpus, args.quick),
+                         default=lambda o: o.item() if hasattr(o, "item") else str(o)))
         return 0
 
     from dataprep.report import markdown_table, table

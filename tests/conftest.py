@@ -57,12 +57,15 @@ PIPELINE = [
     ("pack_parallel.py", "dedup", ".", ["--tokenizer", "{data}/tokenizer/tokenizer.json"]),
 ]
 
+# download_data.py reads no earlier stage: on the sample it takes --dataset instead of --input
+ALL_STAGES = [("download_data.py", None, "raw", ["--dataset", "sample"])] + PIPELINE
+
 
 def stage_args(data: Path, script: str, *extra: str) -> list[str]:
     """The command-line arguments that run `script` on the layout under `data`."""
-    for s, inp, out, flags in PIPELINE:
+    for s, inp, out, flags in ALL_STAGES:
         if s == script:
-            return ["--input", data / inp, "--output", data / out,
+            return [*(["--input", data / inp] if inp else []), "--output", data / out,
                     *[f.format(data=data) for f in flags], *extra]
     raise KeyError(script)
 
@@ -79,7 +82,7 @@ def output_files(data: Path, script: str) -> dict[str, bytes]:
     """The data files a stage wrote (as its manifest lists them), name -> bytes."""
     import json
 
-    for s, _, out, _ in PIPELINE:
+    for s, _, out, _ in ALL_STAGES:
         if s == script:
             m = data / out / ("pack_manifest.json" if s == "pack_parallel.py" else "manifest.json")
             files = json.loads(m.read_text())["files"]

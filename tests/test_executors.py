@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PIPELINE, ROOT, output_files, run_script, stage_args
+from conftest import ALL_STAGES, PIPELINE, ROOT, output_files, run_script, stage_args
 from dataprep.manifest import check_input
 
 EXECUTOR_STAGES = ["clean.py", "dedup_exact.py", "dedup_minhash.py", "pack_parallel.py"]
@@ -138,13 +138,13 @@ def _finished_tasks(d: Path) -> dict[tuple[str, str], int]:
     return out
 
 
-@pytest.mark.parametrize("script", [s for s, *_ in PIPELINE])
+@pytest.mark.parametrize("script", [s for s, *_ in ALL_STAGES])
 def test_sigkill_then_rerun_gives_uninterrupted_bytes(script, pipeline_layout, tmp_path):
     seed = int(os.environ.get("KILL_SEED", time.time_ns() % 10_000))
     rng = random.Random(seed)
     d = tmp_path / "data"
     shutil.copytree(pipeline_layout, d)
-    out_dir = next(d / o for s, _, o, _ in PIPELINE if s == script)
+    out_dir = next(d / o for s, _, o, _ in ALL_STAGES if s == script)
     reference = output_files(pipeline_layout, script)
     # remove this stage's output, keep its input
     if script == "pack_parallel.py":
@@ -152,7 +152,7 @@ def test_sigkill_then_rerun_gives_uninterrupted_bytes(script, pipeline_layout, t
             (d / n).unlink()
     else:
         shutil.rmtree(out_dir)
-    m = json.loads((next(pipeline_layout / o for s, _, o, _ in PIPELINE if s == script) /
+    m = json.loads((next(pipeline_layout / o for s, _, o, _ in ALL_STAGES if s == script) /
                     ("pack_manifest.json" if script == "pack_parallel.py" else "manifest.json")).read_text())
     total = float(m["timings"]["total"])
     delay = rng.uniform(0.3, 1.0 + 0.8 * total)
