@@ -36,19 +36,10 @@ TARGET_VS_TIKTOKEN = 0.8
 
 
 def train_tokenizer(texts: list[str], vocab_size: int, path: Path) -> Path:
-    """A byte-level BPE like train_tokenizer.py's, for when no trained one is given."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    """The stage's own byte-level BPE (train_tokenizer.train), for when none is given."""
+    import train_tokenizer as tt
 
-    from dataprep.tokenizer import SPECIAL_TOKENS
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
-    tok.train_from_iterator(texts, trainer=trainer)
-    tok.save(str(path))
+    tt.train([texts], vocab_size, min_frequency=2).save(str(path))
     return path
 
 
