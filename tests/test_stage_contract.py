@@ -72,7 +72,9 @@ def test_identical_rerun_keeps_downstream_fresh(tmp_path):
     _downstream(raw, cleaned)
     run_script("download_data.py", "--input", tmp_path / "src.jsonl", "--output", raw,
                "--shard-rows", 10)
-    check_input(cleaned / "manifest.json")  # same bytes, same fingerprint: still fresh
+    # same bytes, same fingerprint: still fresh (check_input raises on a stale input)
+    m = check_input(cleaned / "manifest.json")
+    assert m["input"]["fingerprint"] == read_manifest(raw / "manifest.json")["output_fingerprint"]
 
 
 def test_edited_output_file_is_detected(tmp_path):
