@@ -90,9 +90,15 @@ def check_input(input_manifest: str | os.PathLike, _depth: int = 0) -> dict:
         upm = check_input(up, _depth + 1)  # an earlier stale stage is reported first
         want = (m.get("input") or {}).get("fingerprint")
         if upm.get("output_fingerprint") != want:
-            raise StageError(
-                f"{base} is stale: {up.parent} was rewritten after {script} read it; rerun {script}")
+            raise StageError(f"{_show(base)} is stale: {_show(up.parent)} was rewritten after "
+                             f"{script} read it; rerun {script}")
     return m
+
+
+def _show(p: Path) -> str:
+    """A path as the user would type it: relative to the working directory when inside it."""
+    rel = os.path.relpath(Path(p).resolve())
+    return str(p) if rel.startswith("..") else rel
 
 
 def relative_manifest(input_manifest: Path, output_manifest: Path) -> str:
