@@ -38,7 +38,7 @@ import xxhash
 
 from dataprep import layout
 from dataprep.errors import StageError, run_stage
-from dataprep.manifest import MANIFEST, check_input, read_manifest, upstream_path
+from dataprep.manifest import MANIFEST, check_input, display_path, read_manifest, upstream_path
 from dataprep.report import human_bytes, markdown_table, pct, table
 from dataprep.shards import iter_batches, list_shards
 from dataprep.tokenizer import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, load_tokenizer,
@@ -410,7 +410,7 @@ def check_clean_stats(ctx: Context) -> Item:
     if not reports:
         it.fail(f"no stats table in {p.parent / 'report'}", "rerun clean.py")
     else:
-        it.figures.append(f"stats table: {reports[0]}")
+        it.figures.append(f"stats table: {display_path(reports[0])}")
     docs_in = counts.get("docs_in", 0)
     rows = []
     for rule, n in sorted((counts.get("removed") or {}).items(), key=lambda kv: -kv[1]):

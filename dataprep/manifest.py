@@ -90,12 +90,12 @@ def check_input(input_manifest: str | os.PathLike, _depth: int = 0) -> dict:
         upm = check_input(up, _depth + 1)  # an earlier stale stage is reported first
         want = (m.get("input") or {}).get("fingerprint")
         if upm.get("output_fingerprint") != want:
-            raise StageError(f"{_show(base)} is stale: {_show(up.parent)} was rewritten after "
-                             f"{script} read it; rerun {script}")
+            raise StageError(f"{display_path(base)} is stale: {display_path(up.parent)} was "
+                             f"rewritten after {script} read it; rerun {script}")
     return m
 
 
-def _show(p: Path) -> str:
+def display_path(p: Path) -> str:
     """A path as the user would type it: relative to the working directory when inside it."""
     rel = os.path.relpath(Path(p).resolve())
     return str(p) if rel.startswith("..") else rel
