@@ -96,7 +96,15 @@ class StageRun:
 
     # -- commit ------------------------------------------------------------------------
     def commit(self, files: list[dict], counts: dict, extra: dict | None = None) -> dict:
-        """Write the manifest and move the staged output into place atomically."""
+        """Write the manifest and move the staged output into place atomically.
+
+        A filtering stage's counts must balance (docs_in = docs_out + removals by reason):
+        nothing is dropped without being counted, or nothing is committed."""
+        if "removed" in counts and "docs_in" in counts:
+            removed = sum(counts["removed"].values())
+            if counts["docs_in"] != counts["docs_out"] + removed:
+                raise StageError(f"{self.script}: internal error: {counts['docs_in']} documents in "
+                                 f"!= {counts['docs_out']} out + {removed} removed")
         self.timings["total"] = round(time.time() - self.t0, 3)
         out_manifest = (self.output / self.manifest_name)
         manifest = {

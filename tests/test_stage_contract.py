@@ -121,3 +121,12 @@ def test_crash_between_the_commit_renames_is_mended(tmp_path):
     StageRun("clean", out, {"copy": True, "x": 3}, input_manifest=raw / "manifest.json")
     assert read_manifest(out / "manifest.json")["output_fingerprint"] == "new"
     assert not old.exists() and not (out / "_run.json").exists()
+
+
+def test_unbalanced_counts_are_never_committed(tmp_path):
+    raw = _raw(tmp_path, 5)
+    out = tmp_path / "data" / "cleaned"
+    run = StageRun("clean", out, {"copy": True}, input_manifest=raw / "manifest.json")
+    with pytest.raises(StageError, match="5 documents in != 3 out \\+ 1 removed"):
+        run.commit([], {"docs_in": 5, "docs_out": 3, "removed": {"too_short": 1}})
+    assert not out.exists()
