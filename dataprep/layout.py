@@ -25,7 +25,6 @@ STAGES = {
     "train_tokenizer": ("train_tokenizer.py", TOKENIZER_DIR),
     "pack_parallel": ("pack_parallel.py", DATA),
 }
-PIPELINE_ORDER = list(STAGES)
 
 
 def script_for_dir(path: str | os.PathLike) -> str:

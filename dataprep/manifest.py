@@ -23,12 +23,6 @@ MANIFEST = "manifest.json"
 VERSION = 1
 
 
-def manifest_path(output: str | os.PathLike) -> Path:
-    """Directories hold `manifest.json`; the packed .bin files share `data/pack_manifest.json`."""
-    p = Path(output)
-    return p / MANIFEST
-
-
 def fingerprint(files: list[dict], stage: str) -> str:
     """A digest of a stage's output: its files' names, sizes and content digests."""
     h = xxhash.xxh3_128()

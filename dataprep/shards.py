@@ -73,10 +73,6 @@ def read_table(path: str | os.PathLike, columns: list[str] | None = None) -> pa.
         raise StageError(f"{path}: corrupt parquet data ({_first_line(e)})") from None
 
 
-def count_null_text(table: pa.Table) -> int:
-    return table.column(TEXT).null_count
-
-
 def write_table(path: str | os.PathLike, table: pa.Table) -> dict:
     """Write one shard (zstd) via a temporary name; return its file record for the manifest."""
     path = Path(path)
