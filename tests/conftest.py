@@ -12,8 +12,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample" / "sample.parquet"
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _p in (ROOT, ROOT / "bench"):  # stage modules, and bench modules for the smoke tests
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
 
 def run_script(script: str, *args: str, cwd: Path | None = None, check: bool = True,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import ROOT, SAMPLE, run_script
+from conftest import SAMPLE, run_script
 
 import clean
 from dataprep.errors import StageError
@@ -243,8 +243,6 @@ def test_lid_model_flag_takes_a_model_file(cleaned, tmp_path):
 
 
 def test_bench_smoke(sample_rows):
-    import sys
-    sys.path.insert(0, str(ROOT / "bench"))
     import bench_clean
 
     res = bench_clean.run([r["text"] for r in sample_rows[:40]], quick=True)

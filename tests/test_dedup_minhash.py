@@ -288,9 +288,6 @@ def test_bad_flags_are_one_line_errors(sample_layout, tmp_path):
 
 
 def test_bench_smoke():
-    import sys
-    from conftest import ROOT
-    sys.path.insert(0, str(ROOT / "bench"))
     import bench_minhash
 
     texts = pq.read_table(SAMPLE, columns=["text"]).column("text").to_pylist()[:40]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import tracemalloc
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import ROOT, SAMPLE, run_script
+from conftest import SAMPLE, run_script
 
 import pack_parallel as pp
 from dataprep.errors import StageError
@@ -263,7 +262,6 @@ def test_get_batch_y_is_x_shifted_by_one(packed):
 
 
 def test_bench_quick_smoke():
-    sys.path.insert(0, str(ROOT / "bench"))
     import bench_pack
 
     res = bench_pack.run(sample_texts(120), quick=True)

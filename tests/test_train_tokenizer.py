@@ -246,9 +246,6 @@ def test_compression_is_a_ratio_of_totals():
 
 def test_bench_smoke():
     """bench/bench_tokenizer.py runs and returns its rows (shape, not speed)."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
     import bench_tokenizer
     import pyarrow.parquet as pq
 
