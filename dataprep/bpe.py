@@ -384,7 +384,7 @@ def _encode_docs(buf, offsets, eos, classes, byte_ids, table, merge_ids,
             q = _piece_end(buf, p, end, classes)
             m = q - p
             if m > size:  # room for the longest piece so far
-                size = 2 * m
+                size = max(m, 2 * size)
                 tok, rank, nxt, prv, alive, heap = _scratch(size)
             cached = 1 < m <= CACHE_MAX_PIECE
             h, s = np.uint64(0), np.int64(0)
