@@ -23,7 +23,7 @@ What it does, in the order the tutorial asks for it:
   than tiktoken given the same vocabulary (`--encoder tiktoken`, ~12-16 MB/s). Either
   fast path is used only when the tokenizer is a plain byte-level BPE, and only after a
   check on a sample of this corpus that it gives HF's ids; if any differ, pack warns and
-  uses HF.
+  uses HF (--encoder auto), or stops (a fast encoder asked for by name).
 - train.bin / val.bin appear only complete (staged, then renamed); the manifest
   data/pack_manifest.json records documents, tokens, EOS counts, dtype, the tokenizer's
   hash and the input's fingerprint.
