@@ -45,13 +45,13 @@ import pyarrow.compute as pc
 import xxhash
 
 from dataprep import layout
+from dataprep.bpe import BpeEncoder
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import add_executor_args, load_task_results, run_tasks, save_task_result
 from dataprep.manifest import MANIFEST
 from dataprep.report import human_bytes, markdown_table, save_report, table
 from dataprep.shards import iter_batches, list_shards, open_shard
 from dataprep.stage import StageRun
-from dataprep.bpe import BpeEncoder
 from dataprep.tokenizer import (check_fits_uint16, eos_id, load_tokenizer,
                                 ordinary_tokenizer, byte_level_unsupported, to_tiktoken,
                                 tokenizer_hash)
@@ -115,6 +115,14 @@ def fast_encoder(tok, kind: str):
     return to_tiktoken(tok)
 
 
+class NotConvertible(StageError):
+    """The tokenizer cannot be encoded with the fast encoder asked for; `why` says why."""
+
+    def __init__(self, path: str, kind: str, why: str):
+        super().__init__(f"{path}: does not convert for --encoder {kind} ({why})")
+        self.why = why
+
+
 class Encoder:
     """Encodes a batch of documents into one flat uint16 array, EOS after every document.
 
@@ -131,8 +139,8 @@ class Encoder:
         if kind in FAST_ENCODERS:
             self.fast = fast_encoder(tok, kind)
             if self.fast is None:
-                raise StageError(f"{tokenizer_path}: does not convert for --encoder {kind} "
-                                 f"({byte_level_unsupported(tok) or 'not a byte-level vocabulary'})")
+                raise NotConvertible(tokenizer_path, kind, byte_level_unsupported(tok)
+                                     or "not a byte-level vocabulary")
         else:
             self.hf = ordinary_tokenizer(tok)
 
@@ -209,18 +217,15 @@ def choose_encoder(tokenizer_path: str, requested: str, texts: list[str]) -> tup
     if requested == "hf":
         return "hf", info
     kind = "numba" if requested == "auto" else requested
-    tok = load_tokenizer(tokenizer_path)
-    why = byte_level_unsupported(tok) or (None if fast_encoder(tok, kind) else
-                                        "not a byte-level vocabulary")
-    if why:
+    try:  # built once here; the check below and this process's tasks reuse it
+        fast = get_encoder(tokenizer_path, kind)
+    except NotConvertible as e:
         if requested != "auto":
-            raise StageError(f"--encoder {kind}: {tokenizer_path} does not convert ({why})")
-        print(f"warning: {tokenizer_path} does not convert for the fast encoder ({why}); "
-              "encoding with HF tokenizers (slower)", file=sys.stderr)
-        return "hf", {**info, "fallback": why}
+            raise
+        print(f"warning: {e}; encoding with HF tokenizers (slower)", file=sys.stderr)
+        return "hf", {**info, "fallback": e.why}
     t0 = time.time()
-    bad = first_difference(get_encoder(tokenizer_path, kind),
-                           get_encoder(tokenizer_path, "hf"), texts)
+    bad = first_difference(fast, get_encoder(tokenizer_path, "hf"), texts)
     info["check_seconds"] = round(time.time() - t0, 3)
     if bad is not None:
         why = f"{kind} ids differ from HF on sample document {bad} ({texts[bad][:60]!r})"
