@@ -48,7 +48,6 @@ import argparse
 import importlib.resources
 import json
 import os
-import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -479,7 +478,6 @@ def main(argv: list[str] | None = None) -> int:
     tot = merge(results, args.examples)
     rows = rule_rows(tot, th, args.warn_share)
     write_reports(run.staging / "report", rows, tot, config, args.warn_share)
-    shutil.rmtree(run.staging / "_results", ignore_errors=True)
 
     counts = {k: tot[k] for k in ("docs_in", "docs_out", "bytes_in", "bytes_out")}
     counts["removed"] = dict(tot["removed"])

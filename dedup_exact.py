@@ -408,7 +408,6 @@ def main(argv: list[str] | None = None) -> int:
     with run.phase("report"):
         text = build_report(shards, offsets, dup, kept, counts, staging, partitions)
     shutil.rmtree(work, ignore_errors=True)
-    shutil.rmtree(staging / "_results", ignore_errors=True)
     run.commit(records, counts)
     print(text)
     print(f"wrote {out}/ ({len(records)} shards), {out}/report/ and {out}/manifest.json")

@@ -634,7 +634,6 @@ def main(argv: list[str] | None = None) -> int:
                             staging, config)
     del sigs
     shutil.rmtree(work, ignore_errors=True)
-    shutil.rmtree(staging / "_results", ignore_errors=True)
     run.commit(records, counts)
     print(text)
     print(f"wrote {out}/ ({len(records)} shards), {out}/report/ and {out}/manifest.json")

@@ -475,7 +475,6 @@ def write_outputs(staging: Path, tok, heldout: pa.Table, vocab_size: int) -> Non
     report.mkdir(exist_ok=True)
     pq.write_table(heldout, report / "heldout.parquet", compression="zstd")
     shutil.rmtree(staging / SAMPLE_DIR)
-    shutil.rmtree(staging / "_results", ignore_errors=True)
 
 
 def check_args(args: argparse.Namespace) -> None:

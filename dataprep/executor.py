@@ -204,11 +204,14 @@ def _progress(logging_dir: Path, tasks: int, name: str, stop: threading.Event) -
                 return
 
 
+RESULTS_DIR = "_results"  # in the staging folder; StageRun.commit does not publish it
+
+
 def save_task_result(folder: str | os.PathLike, phase: str, rank: int, result: dict) -> None:
     """A task's counts, written atomically, for the driver to merge after the phase."""
     from .manifest import write_json
 
-    d = Path(folder) / "_results" / phase
+    d = Path(folder) / RESULTS_DIR / phase
     d.mkdir(parents=True, exist_ok=True)
     write_json(d / f"{rank:05d}.json", result)
 
@@ -217,7 +220,7 @@ def load_task_results(folder: str | os.PathLike, phase: str, tasks: int) -> list
     """The results of tasks 0..tasks-1 of a phase, in rank order."""
     import json
 
-    d = Path(folder) / "_results" / phase
+    d = Path(folder) / RESULTS_DIR / phase
     out = []
     for r in range(tasks):
         p = d / f"{r:05d}.json"

@@ -24,6 +24,7 @@ from pathlib import Path
 import xxhash
 
 from .errors import StageError
+from .executor import RESULTS_DIR
 from .layout import STAGES
 from .manifest import (MANIFEST, VERSION, check_input, fingerprint, read_manifest,
                        relative_manifest, upstream_path, write_json)
@@ -145,6 +146,8 @@ class StageRun:
 
     def _commit_dir(self) -> None:
         self._keep_logs()
+        # the tasks' results served the merge and a resume; they are not output
+        shutil.rmtree(self.staging / RESULTS_DIR, ignore_errors=True)
         old = self._old()
         if old.exists():
             shutil.rmtree(old)
