@@ -33,6 +33,7 @@ from numba import njit
 OTHER, LETTER, NUMBER, SPACE = 0, 1, 2, 3
 N_CODEPOINTS = 0x110000
 EMPTY = -1
+ID_BITS = 20  # token ids below 2^20: a merge's two ids pack into one int64 key
 
 _CLASSES: np.ndarray | None = None
 
@@ -67,10 +68,15 @@ def _slot(key, mask):
 
 
 @njit(cache=True, inline="always")
+def _pair_key(a, b):
+    return (np.int64(a) << ID_BITS) | np.int64(b)
+
+
+@njit(cache=True, inline="always")
 def _merge_lookup(table, a, b):
     """Rank of the merge (a, b), or -1 when the pair does not merge. table[i] holds
     (key, rank) side by side, so a probe touches one cache line."""
-    key = (np.int64(a) << 20) | np.int64(b)
+    key = _pair_key(a, b)
     mask = len(table) - 1
     i = _slot(key, mask)
     while True:
@@ -95,7 +101,7 @@ def merge_table(pairs: np.ndarray) -> np.ndarray:
 def _fill_merges(table, pairs):
     mask = len(table) - 1
     for r in range(len(pairs)):
-        key = (pairs[r, 0] << 20) | pairs[r, 1]
+        key = _pair_key(pairs[r, 0], pairs[r, 1])
         i = _slot(key, mask)
         while table[i, 0] != EMPTY and table[i, 0] != key:
             i = (i + 1) & mask
@@ -457,7 +463,7 @@ class BpeEncoder:
                 return None
             pairs.append((vocab[a], vocab[b]))
             ids.append(vocab[a + b])
-        if max(vocab.values(), default=0) >= 1 << 20:
+        if max(vocab.values(), default=0) >= 1 << ID_BITS:
             return None
         return cls(byte_ids, np.array(pairs, dtype=np.int64).reshape(-1, 2), np.array(ids))
 
