@@ -48,18 +48,28 @@ import argparse
 import importlib.resources
 import json
 import os
+import shutil
 import sys
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from dataprep import layout
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import add_executor_args, load_task_results, run_tasks, save_task_result
-from dataprep.report import markdown_table, pct, save_report, table
-from dataprep.shards import filter_shard, list_shards, open_shard, read_table, text_bytes
+from dataprep.kept import KeptStore, read_verified, replace_dir, write_index
+from dataprep.kept import entry as kept_entry
+from dataprep.manifest import check_input, display_path
+from dataprep.progress import task_progress
+from dataprep.report import human_bytes, markdown_table, pct, save_report, table
+from dataprep.shards import ShardWriter, file_record, list_shards, open_shard, write_table
 from dataprep.stage import StageRun
+from dataprep.units import Unit, describe, plan_units, read_unit
 
 # The order matters: a document is counted under the first rule that removes it, and the
 # cheap rules come first so that a removed document never reaches fastText.
@@ -191,7 +201,108 @@ def predict_lang(model, text: str) -> tuple[str, float]:
     return labels[0].removeprefix("__label__"), min(1.0, float(probs[0]))
 
 
-def detect_lang(model, text: str, th: Thresholds) -> tuple[str, float]:
+# --------------------------------------------------------------------------------------
+# Signals: what clean.py measures per document, kept with its output (signals/).
+# --------------------------------------------------------------------------------------
+
+LID_PARTS = ("head", "tail", "full")
+SIGNALS_VERSION = 1
+SIGNAL_SCHEMA = pa.schema(
+    [("chars", pa.int64()), ("dup_line_share", pa.float64()), ("longest_run", pa.int64()),
+     ("alnum_share", pa.float64())]
+    + [f for p in LID_PARTS for f in ((f"{p}_lang", pa.string()), (f"{p}_conf", pa.float64()))])
+
+
+class Signals:
+    """The measurements of a run of documents, one numpy column each.
+
+    The four cheap signals are measured for every document. Language ID is measured
+    only where a decision needed it: which part was read (head, tail or the full text)
+    with its label and confidence; a part never read has lang None and conf NaN.
+    """
+
+    def __init__(self, n: int):
+        self.chars = np.zeros(n, np.int64)
+        self.dup = np.zeros(n, np.float64)
+        self.run = np.zeros(n, np.int64)
+        self.alnum = np.zeros(n, np.float64)
+        self.lang = {p: np.full(n, None, dtype=object) for p in LID_PARTS}
+        self.conf = {p: np.full(n, np.nan) for p in LID_PARTS}
+
+    def __len__(self) -> int:
+        return len(self.chars)
+
+    @staticmethod
+    def measure(texts: list[str]) -> "Signals":
+        """The four cheap signals of every text (no language ID yet)."""
+        sig = Signals(len(texts))
+        for i, t in enumerate(texts):
+            cps = codepoints(t)
+            sig.chars[i] = cps.size
+            sig.dup[i] = dup_line_share(t)
+            sig.run[i] = longest_run_cp(cps)
+            sig.alnum[i] = alnum_share_cp(cps)
+        return sig
+
+    def to_table(self) -> pa.Table:
+        cols = [self.chars, self.dup, self.run, self.alnum]
+        for p in LID_PARTS:
+            cols += [pa.array(self.lang[p], pa.string()),
+                     pa.array(self.conf[p], pa.float64(), mask=np.isnan(self.conf[p]))]
+        return pa.Table.from_arrays(cols, schema=SIGNAL_SCHEMA)
+
+    @staticmethod
+    def from_table(t: pa.Table) -> "Signals":
+        sig = Signals(t.num_rows)
+        sig.chars = t.column("chars").to_numpy().astype(np.int64)
+        sig.dup = t.column("dup_line_share").to_numpy().astype(np.float64)
+        sig.run = t.column("longest_run").to_numpy().astype(np.int64)
+        sig.alnum = t.column("alnum_share").to_numpy().astype(np.float64)
+        for p in LID_PARTS:
+            sig.lang[p] = np.array(t.column(f"{p}_lang").to_pylist(), dtype=object)
+            sig.conf[p] = t.column(f"{p}_conf").to_numpy(zero_copy_only=False).astype(np.float64)
+        return sig
+
+    def slice(self, start: int, n: int) -> "Signals":
+        out = Signals(0)
+        out.chars, out.dup = self.chars[start:start + n], self.dup[start:start + n]
+        out.run, out.alnum = self.run[start:start + n], self.alnum[start:start + n]
+        out.lang = {p: self.lang[p][start:start + n] for p in LID_PARTS}
+        out.conf = {p: self.conf[p][start:start + n] for p in LID_PARTS}
+        return out
+
+    def fill_from(self, other: "Signals") -> None:
+        """Take the language-ID results `other` has and this one lacks (same documents)."""
+        for p in LID_PARTS:
+            miss = np.isnan(self.conf[p]) & ~np.isnan(other.conf[p])
+            self.conf[p][miss] = other.conf[p][miss]
+            self.lang[p][miss] = other.lang[p][miss]
+
+    def lid_calls(self) -> int:
+        return int(sum((~np.isnan(self.conf[p])).sum() for p in LID_PARTS))
+
+
+class LidCalls:
+    """Language ID for the documents of a batch: a kept result is reused, a missing one
+    is measured when a decision first needs it (and then kept)."""
+
+    def __init__(self, model, sig: Signals, text_of, lid_chars: int):
+        self.model, self.sig, self.text_of, self.n = model, sig, text_of, lid_chars
+        self.made = 0
+
+    def get(self, i: int, part: str) -> tuple[str, float]:
+        conf = self.sig.conf[part][i]
+        if np.isnan(conf):
+            text = self.text_of(i)
+            piece = text[:self.n] if part == "head" else text[-self.n:] if part == "tail" else text
+            lang, conf = predict_lang(self.model, piece)
+            self.sig.lang[part][i], self.sig.conf[part][i] = lang, conf
+            self.made += 1
+            return lang, conf
+        return self.sig.lang[part][i], float(conf)
+
+
+def lang_decision(th: Thresholds, chars: int, get) -> tuple[str, float]:
     """(language, confidence) as fastText sees the whole text, read only as far as needed.
 
     fastText's cost grows with the text, so a long document is first judged by its first
@@ -199,105 +310,278 @@ def detect_lang(model, text: str, th: Thresholds) -> tuple[str, float]:
     accepted language, that is the answer (with the lower of the two confidences).
     Anything else -- an uncertain end, two languages, a rejected language -- is decided
     on the full text, so the lang rule never removes a document on a sample of it.
+    get(part) returns the (language, confidence) of part "head", "tail" or "full".
     """
     n = th.lid_chars
-    if n and len(text) > 2 * n:
-        head_lang, head_conf = predict_lang(model, text[:n])
+    if n and chars > 2 * n:
+        head_lang, head_conf = get("head")
         if head_lang in th.languages and head_conf >= th.min_lang_conf:
-            tail_lang, tail_conf = predict_lang(model, text[-n:])
+            tail_lang, tail_conf = get("tail")
             if tail_lang == head_lang and tail_conf >= th.min_lang_conf:
                 return head_lang, min(head_conf, tail_conf)
-    return predict_lang(model, text)
+    return get("full")
+
+
+def detect_lang(model, text: str, th: Thresholds) -> tuple[str, float]:
+    """lang_decision for one text, measuring every part it needs."""
+    lid = LidCalls(model, Signals(1), lambda i: text, th.lid_chars)
+    return lang_decision(th, len(text), lambda p: lid.get(0, p))
 
 
 # --------------------------------------------------------------------------------------
-# One document: which rule removes it, and the number that made it so.
+# Deciding: which rule removes each document, from its signals alone.
 # --------------------------------------------------------------------------------------
+
+KEPT = len(RULES)   # the outcome code of a kept document; 0..4 index RULES
+LANG = RULES.index("lang")
+
+
+def outcomes(th: Thresholds, sig: Signals, lid: LidCalls) -> np.ndarray:
+    """Per document, the index in RULES of the FIRST rule that removes it, or KEPT."""
+    code = np.full(len(sig), LANG, dtype=np.int8)       # reaches language ID ...
+    code[sig.alnum < th.min_alnum] = 3                   # ... unless an earlier rule hits;
+    code[sig.run > th.max_char_run] = 2                  # written last to first, so the
+    code[sig.dup > th.max_dup_lines] = 1                 # first rule in order wins
+    code[sig.chars < th.min_chars] = 0
+    for i in np.flatnonzero(code == LANG):
+        lang, conf = lang_decision(th, int(sig.chars[i]), lambda p, i=i: lid.get(int(i), p))
+        if conf >= th.min_lang_conf and lang in th.languages:
+            code[i] = KEPT
+    return code
+
+
+def alone(th: Thresholds, sig: Signals, lid: LidCalls) -> dict[str, np.ndarray]:
+    """For --report-all: does each rule, on its own, remove each document?"""
+    lang_bad = np.zeros(len(sig), bool)
+    for i in range(len(sig)):
+        lang, conf = lang_decision(th, int(sig.chars[i]), lambda p, i=i: lid.get(i, p))
+        lang_bad[i] = conf < th.min_lang_conf or lang not in th.languages
+    return {"too_short": sig.chars < th.min_chars, "dup_lines": sig.dup > th.max_dup_lines,
+            "char_repeat": sig.run > th.max_char_run, "low_alnum": sig.alnum < th.min_alnum,
+            "lang": lang_bad}
+
+
+def rule_value(code: int, i: int, th: Thresholds, sig: Signals, lid: LidCalls) -> dict:
+    """The measured number behind an outcome (for the examples a person reads)."""
+    rule = RULES[code] if code < KEPT else None
+    if rule == "too_short":
+        return {"chars": int(sig.chars[i])}
+    if rule == "dup_lines":
+        return {"dup_line_share": round(float(sig.dup[i]), 4)}
+    if rule == "char_repeat":
+        return {"longest_run": int(sig.run[i])}
+    if rule == "low_alnum":
+        return {"alnum_share": round(float(sig.alnum[i]), 4)}
+    lang, conf = lang_decision(th, int(sig.chars[i]), lambda p: lid.get(i, p))
+    return {"lang": lang, "conf": round(conf, 4)}
+
 
 def first_rule(text: str, th: Thresholds, model) -> tuple[str | None, dict]:
     """The first rule (in RULES order) that removes text, with its measured value;
-    (None, {"lang": ..., "conf": ...}) when the document is kept."""
-    n = len(text)
-    if n < th.min_chars:
-        return "too_short", {"chars": n}
-    share = dup_line_share(text)
-    if share > th.max_dup_lines:
-        return "dup_lines", {"dup_line_share": round(share, 4)}
-    cps = codepoints(text)
-    run = longest_run_cp(cps)
-    if run > th.max_char_run:
-        return "char_repeat", {"longest_run": run}
-    alnum = alnum_share_cp(cps)
-    if alnum < th.min_alnum:
-        return "low_alnum", {"alnum_share": round(alnum, 4)}
-    lang, conf = detect_lang(model, text, th)
-    value = {"lang": lang, "conf": round(conf, 4)}
-    if conf < th.min_lang_conf or lang not in th.languages:
-        return "lang", value
-    return None, value
-
-
-def rule_verdicts(text: str, th: Thresholds, model) -> dict[str, bool]:
-    """For --report-all: does each rule, on its own, remove the text?"""
-    cps = codepoints(text)
-    lang, conf = detect_lang(model, text, th)
-    return {
-        "too_short": len(text) < th.min_chars,
-        "dup_lines": dup_line_share(text) > th.max_dup_lines,
-        "char_repeat": longest_run_cp(cps) > th.max_char_run,
-        "low_alnum": alnum_share_cp(cps) < th.min_alnum,
-        "lang": conf < th.min_lang_conf or lang not in th.languages,
-    }
+    (None, {"lang": ..., "conf": ...}) when the document is kept. One document through
+    the same code a task runs on a batch."""
+    sig = Signals.measure([text or ""])
+    lid = LidCalls(model, sig, lambda i: text or "", th.lid_chars)
+    code = int(outcomes(th, sig, lid)[0])
+    return (RULES[code] if code < KEPT else None), rule_value(code, 0, th, sig, lid)
 
 
 # --------------------------------------------------------------------------------------
-# One task: one input shard in, the surviving rows of it out, counts and examples saved.
+# One task: one unit of the input in, the surviving rows of it out, counts, examples
+# and the unit's signals saved. The same task serves a sweep: several threshold sets
+# judged on the same documents, nothing written but the signals.
 # --------------------------------------------------------------------------------------
 
-def judge_texts(texts: list, th: Thresholds, model, report_all: bool, examples: int,
-                ids: list) -> tuple[np.ndarray, dict]:
-    """Keep mask and counts for a list of texts (None counts as empty, i.e. too_short)."""
-    keep = np.ones(len(texts), dtype=bool)
-    removed = {r: 0 for r in RULES}
-    alone = {r: 0 for r in RULES}
-    samples: dict[str, list] = {r: [] for r in RULES}
-    for i, text in enumerate(texts):
-        text = text or ""
-        rule, value = first_rule(text, th, model)
-        if rule is not None:
-            keep[i] = False
-            removed[rule] += 1
-            if len(samples[rule]) < examples:
-                samples[rule].append({"id": ids[i], "value": value,
-                                      "text": text[:EXAMPLE_CHARS]})
-        if report_all:
-            for r, hit in rule_verdicts(text, th, model).items():
-                alone[r] += hit
-    out = {"removed": removed, "examples": samples}
-    if report_all:
-        out["alone"] = alone
-    return keep, out
+def thresholds_from(d: dict) -> Thresholds:
+    return Thresholds(**{**d, "languages": tuple(d["languages"])})
 
 
-def clean_shard(rank: int, world_size: int, shards: list[str], staging: str, lid_model: str,
-                thresholds: dict, report_all: bool, examples: int) -> None:
-    """Task `rank`: filter input shard `rank` into the staging folder (all columns kept)."""
-    src = Path(shards[rank])
-    th = Thresholds(**{**thresholds, "languages": tuple(thresholds["languages"])})
+def load_kept(sources: list[list[dict]], rows: int) -> tuple[Signals | None, list[str]]:
+    """The unit's kept signals, merged from every store that covers it and passes its
+    digest check; (None, notes) when none does."""
+    sig, notes = None, []
+    for pieces in sources:
+        parts = []
+        for piece in pieces:
+            data = read_verified(piece)
+            if data is None:
+                notes.append(f"{Path(piece['path']).name}: digest mismatch, recomputed")
+                parts = None
+                break
+            t = pq.read_table(pa.BufferReader(data))
+            parts.append(t.slice(piece["offset"], piece["rows"]))
+        if parts is None:
+            continue
+        got = Signals.from_table(pa.concat_tables(parts)) if parts else Signals(0)
+        if len(got) != rows:
+            notes.append(f"kept signals cover {len(got)} rows, not {rows}: recomputed")
+            continue
+        if sig is None:
+            sig = got
+        else:
+            sig.fill_from(got)
+    return sig, notes
+
+
+class Tally:
+    """What one threshold set did to a task's documents."""
+
+    def __init__(self):
+        self.removed = dict.fromkeys(RULES, 0)
+        self.examples: dict[str, list] = {r: [] for r in RULES}
+        self.docs_out = self.bytes_out = 0
+        self.alone = dict.fromkeys(RULES, 0)
+
+    def to_dict(self, with_alone: bool) -> dict:
+        d = {"removed": self.removed, "examples": self.examples, "docs_out": self.docs_out,
+             "bytes_out": self.bytes_out}
+        if with_alone:
+            d["alone"] = self.alone
+        return d
+
+
+def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_model: str,
+               configs: list[dict], main: int | None, report_all: bool, examples: int,
+               sources: list[list[list[dict]]], signals_dir: str | None,
+               pairs: list[list[int]]) -> None:
+    """Task `rank`: judge unit `rank` under every threshold set in `configs`.
+
+    main: the index of the set whose survivors are written to <staging>/<unit>.parquet
+    (all columns kept); None for a sweep. The unit's signals (kept ones reused, the
+    rest measured) go to signals_dir. pairs: index pairs of sets whose differing
+    documents are collected as examples (a sweep's neighbouring values).
+    """
+    unit = Unit(**units[rank])
+    ths = [thresholds_from(c) for c in configs]
     model = load_lid(lid_model)
-    table = read_table(src, columns=["id", "text"])
-    ids = [str(x) for x in table.column("id").to_pylist()]
-    keep, res = judge_texts(table.column("text").to_pylist(), th, model, report_all,
-                            examples, ids)
-    record = filter_shard(src, Path(staging) / src.name, keep)
-    res.update(file=record, docs_in=table.num_rows, docs_out=int(keep.sum()),
-               bytes_in=text_bytes(table), bytes_out=record["text_bytes"])
+    kept, notes = load_kept(sources[rank], unit.rows)
+    kept_calls = kept.lid_calls() if kept is not None else 0
+    tallies = [Tally() for _ in ths]
+    fate: list[list] = [[] for _ in pairs]
+    fate_count = [0] * len(pairs)
+    writer = None
+    if main is not None:
+        writer = ShardWriter(Path(staging) / unit.name, open_shard(unit.shard).schema_arrow)
+    sig_parts, made, start, docs_in, bytes_in = [], 0, 0, 0, 0
+    prog = task_progress()
+    for batch in read_unit(unit, columns=None if main is not None else ["id", "text"]):
+        n = batch.num_rows
+        col = batch.column("text")
+        ids = [str(x) for x in batch.column("id").to_pylist()]
+        texts: list[str] | None = None
+
+        def text_of(i: int) -> str:
+            nonlocal texts
+            if texts is None:
+                texts = [t or "" for t in col.to_pylist()]
+            return texts[i]
+
+        if kept is not None:
+            sig = kept.slice(start, n)
+        else:
+            text_of(0) if n else None
+            sig = Signals.measure(texts or [])
+        lid = LidCalls(model, sig, text_of, ths[0].lid_chars)
+        nbytes = pc.binary_length(col).fill_null(0).to_numpy(zero_copy_only=False)
+        codes = [outcomes(th, sig, lid) for th in ths]
+        for th, code, tally in zip(ths, codes, tallies):
+            keep = code == KEPT
+            tally.docs_out += int(keep.sum())
+            tally.bytes_out += int(nbytes[keep].sum())
+            for r, rule in enumerate(RULES):
+                hit = np.flatnonzero(code == r)
+                tally.removed[rule] += len(hit)
+                for i in hit[:max(0, examples - len(tally.examples[rule]))]:
+                    tally.examples[rule].append({"id": ids[i], "value": rule_value(r, i, th, sig, lid),
+                                                 "text": text_of(i)[:EXAMPLE_CHARS]})
+        if report_all and main is not None:
+            for rule, hit in alone(ths[main], sig, lid).items():
+                tallies[main].alone[rule] += int(hit.sum())
+        for k, (a, b) in enumerate(pairs):
+            differ = np.flatnonzero((codes[a] == KEPT) != (codes[b] == KEPT))
+            fate_count[k] += len(differ)
+            for i in differ[:max(0, examples - len(fate[k]))]:
+                loser = a if codes[a][i] != KEPT else b
+                c = int(codes[loser][i])
+                fate[k].append({"id": ids[i], "removed_by": loser, "rule": RULES[c],
+                                "value": rule_value(c, i, ths[loser], sig, lid),
+                                "text": text_of(i)[:EXAMPLE_CHARS]})
+        if writer is not None:
+            keep = codes[main] == KEPT
+            writer.write(batch if keep.all() else batch.filter(pa.array(keep)))
+        made += lid.made
+        sig_parts.append(sig)
+        start += n
+        docs_in += n
+        bytes_in += int(nbytes.sum())
+        prog.add(n, int(nbytes.sum()))
+
+    res = {"unit": unit.index, "docs_in": docs_in, "bytes_in": bytes_in,
+           "configs": [t.to_dict(report_all and i == main) for i, t in enumerate(tallies)],
+           "fate": [{"count": c, "examples": f} for c, f in zip(fate_count, fate)],
+           "lid_calls_made": made, "lid_calls_kept": kept_calls,
+           "signals_reused": kept is not None, "signals_notes": notes}
+    if writer is not None:
+        res["file"] = writer.close()
+    if signals_dir:
+        sig = _concat_signals(sig_parts)
+        path = Path(signals_dir) / unit.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_table(path, sig.to_table())
+        res["signals"] = kept_entry(path, unit.shard, unit.row_start, unit.rows)
     save_task_result(staging, "clean", rank, res)
 
 
+def _concat_signals(parts: list[Signals]) -> Signals:
+    out = Signals(0)
+    if not parts:
+        return out
+    out.chars = np.concatenate([p.chars for p in parts])
+    out.dup = np.concatenate([p.dup for p in parts])
+    out.run = np.concatenate([p.run for p in parts])
+    out.alnum = np.concatenate([p.alnum for p in parts])
+    out.lang = {q: np.concatenate([p.lang[q] for p in parts]) for q in LID_PARTS}
+    out.conf = {q: np.concatenate([p.conf[q] for p in parts]) for q in LID_PARTS}
+    return out
+
+
 # --------------------------------------------------------------------------------------
-# The driver: merge the tasks' counts into the table of 2.3.
+# The driver: where kept signals come from, and merging the tasks' counts into the table
+# of 2.3.
 # --------------------------------------------------------------------------------------
+
+def signal_deps(input_fingerprint: str, model_digest: str, lid_chars: int) -> dict:
+    """Everything the signals depend on: a change to any of these invalidates them."""
+    return {"version": SIGNALS_VERSION, "input_fingerprint": input_fingerprint,
+            "lid_model_xxh3_128": model_digest, "lid_chars": lid_chars}
+
+
+def side_store(output: Path) -> Path:
+    """Signals a sweep measured when no run had kept them: beside the output, hidden."""
+    return output.parent / f".{output.name}.signals"
+
+
+def signal_sources(output: Path, deps: dict, units: list[Unit]) -> tuple[list, list[str]]:
+    """For every unit, the kept signal files that cover it (from the output's signals/
+    and from a sweep's side store), and one line per store saying whether it is used."""
+    sources: list[list[list[dict]]] = [[] for _ in units]
+    notes = []
+    for name, folder in (("kept signals", output / "signals"),
+                         ("signals measured by a sweep", side_store(output))):
+        store, why = KeptStore.open(folder, deps)
+        if store is None:
+            if why != "none kept":
+                notes.append(f"{name} in {display_path(folder)} not used: {why}")
+            continue
+        covered = 0
+        for u, unit in zip(sources, units):
+            pieces = store.pieces(unit.shard, unit.row_start, unit.rows)
+            if pieces is not None:
+                u.append(pieces)
+                covered += 1
+        notes.append(f"{name} in {display_path(folder)}: cover {covered} of {len(units)} tasks")
+    return sources, notes
+
 
 def threshold_text(th: Thresholds) -> dict[str, str]:
     return {
@@ -309,14 +593,19 @@ def threshold_text(th: Thresholds) -> dict[str, str]:
     }
 
 
-def merge(results: list[dict], examples: int) -> dict:
-    """Sum the tasks' counts; keep the first `examples` of each rule in shard order."""
-    tot = {k: sum(r[k] for r in results) for k in ("docs_in", "docs_out", "bytes_in", "bytes_out")}
-    tot["removed"] = {rule: sum(r["removed"][rule] for r in results) for rule in RULES}
-    if results and "alone" in results[0]:
-        tot["alone"] = {rule: sum(r["alone"][rule] for r in results) for rule in RULES}
-    tot["examples"] = {rule: [e for r in results for e in r["examples"][rule]][:examples]
-                       for rule in RULES}
+def merge(results: list[dict], config: int, examples: int) -> dict:
+    """Sum the tasks' counts for one threshold set; keep the first `examples` of each rule
+    in corpus order."""
+    cfg = [r["configs"][config] for r in results]
+    tot = {"docs_in": sum(r["docs_in"] for r in results),
+           "bytes_in": sum(r["bytes_in"] for r in results),
+           "docs_out": sum(c["docs_out"] for c in cfg),
+           "bytes_out": sum(c["bytes_out"] for c in cfg),
+           "removed": {rule: sum(c["removed"][rule] for c in cfg) for rule in RULES},
+           "examples": {rule: [e for c in cfg for e in c["examples"][rule]][:examples]
+                        for rule in RULES}}
+    if cfg and "alone" in cfg[0]:
+        tot["alone"] = {rule: sum(c["alone"][rule] for c in cfg) for rule in RULES}
     return tot
 
 
@@ -369,8 +658,19 @@ def notes(rows: list[dict], tot: dict, warn_share: float) -> list[str]:
     return out
 
 
+def signals_line(s: dict) -> str:
+    """One line on the kept signals: reuse, language-ID calls, disk cost."""
+    per_doc = s["bytes"] / s["docs"] if s.get("docs") else 0
+    return (f"signals: reused for {s['tasks_reused']} of {s['tasks']} tasks; language ID "
+            f"calls made {s['lid_calls_made']:,}, reused {s['lid_calls_reused']:,}; kept in "
+            f"signals/ ({human_bytes(s['bytes'])}, {per_doc:.1f} bytes per document)"
+            if s.get("kept", True) else
+            f"signals: reused for {s['tasks_reused']} of {s['tasks']} tasks; language ID calls "
+            f"made {s['lid_calls_made']:,}; not kept (--no-keep-signals)")
+
+
 def write_reports(folder: Path, rows: list[dict], tot: dict, config: dict,
-                  warn_share: float) -> None:
+                  warn_share: float, signals: dict) -> None:
     """report/clean_stats.{json,md} and report/removed_<rule>.jsonl."""
     folder.mkdir(parents=True, exist_ok=True)
     for rule in RULES:
@@ -382,13 +682,161 @@ def write_reports(folder: Path, rows: list[dict], tot: dict, config: dict,
     data = {"docs_in": tot["docs_in"], "docs_out": tot["docs_out"],
             "bytes_in": tot["bytes_in"], "bytes_out": tot["bytes_out"],
             "accounting": "first rule that removes a document, in order: " + ", ".join(RULES),
-            "rules": rows, "warn_share": warn_share, "config": config}
+            "rules": rows, "warn_share": warn_share, "config": config,
+            "signals": {k: v for k, v in signals.items() if k != "notes"}}
     md = ["# clean.py", "", stats_table(rows, tot, markdown=True), ""]
     md += [f"- {line}" for line in notes(rows, tot, warn_share)]
     md += ["- Examples of what each rule removed: `removed_<rule>.jsonl` (id, the rule's "
-           "measured value, the first characters)."]
+           "measured value, the first characters).", f"- {signals_line(signals)}"]
     save_report(folder, "clean_stats", data, "\n".join(md))
 
+
+def signals_summary(results: list[dict], kept_summary: dict | None) -> dict:
+    made = sum(r["lid_calls_made"] for r in results)
+    s = {"tasks": len(results), "tasks_reused": sum(r["signals_reused"] for r in results),
+         "lid_calls_made": made,
+         "lid_calls_reused": sum(r["lid_calls_kept"] for r in results),
+         "docs": sum(r["docs_in"] for r in results), "kept": kept_summary is not None,
+         "notes": [n for r in results for n in r["signals_notes"]]}
+    if kept_summary:
+        s.update(kept_summary)
+    return s
+
+
+# --------------------------------------------------------------------------------------
+# Sweeps: the removal table for several values of one threshold, nothing written but a
+# report (and the signals, so the next run or sweep starts from them).
+# --------------------------------------------------------------------------------------
+
+SWEEPABLE = {"min_chars": int, "max_dup_lines": float, "max_char_run": int,
+             "min_alnum": float, "min_lang_conf": float, "languages": str}
+
+
+def parse_sweep(spec: str) -> tuple[str, list]:
+    """'min_chars=100,200,400' -> ("min_chars", [100, 200, 400]); languages takes sets
+    separated by ';' ('languages=en;en,zh')."""
+    name, sep, values = spec.partition("=")
+    name = name.strip().replace("-", "_").removeprefix("__")
+    if not sep or name not in SWEEPABLE:
+        raise StageError(f"--sweep {spec!r}: expected NAME=V1,V2,... with NAME one of "
+                         f"{', '.join(SWEEPABLE)}")
+    kind = SWEEPABLE[name]
+    raw = values.split(";") if kind is str else values.split(",")
+    out = []
+    for v in (x.strip() for x in raw):
+        if not v:
+            continue
+        try:
+            out.append(tuple(x.strip() for x in v.split(",") if x.strip()) if kind is str
+                       else kind(v))
+        except ValueError:
+            raise StageError(f"--sweep {spec!r}: {v!r} is not a {kind.__name__}") from None
+    if not out:
+        raise StageError(f"--sweep {spec!r}: no values")
+    if kind is not str:
+        out = sorted(set(out))
+    return name, out
+
+
+def value_text(v) -> str:
+    return ",".join(v) if isinstance(v, tuple) else f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def plan_sweep(base: Thresholds, sweeps: list[tuple[str, list]]) -> tuple[list[Thresholds], list]:
+    """The threshold sets to judge (the given one first) and, per swept parameter, the
+    index of the set behind each value."""
+    configs = [base]
+    index = {base: 0}
+    plan = []
+    for name, values in sweeps:
+        idx = []
+        for v in values:
+            th = replace(base, **{name: v})
+            check_thresholds(th)
+            if th not in index:
+                index[th] = len(configs)
+                configs.append(th)
+            idx.append(index[th])
+        plan.append({"param": name, "values": values, "configs": idx})
+    return configs, plan
+
+
+def sweep_pairs(plan: list[dict]) -> list[list[int]]:
+    return sorted({(p["configs"][j], p["configs"][j + 1]) for p in plan
+                   for j in range(len(p["configs"]) - 1)})
+
+
+def sweep_report(plan: list[dict], configs: list[Thresholds], results: list[dict],
+                 pairs: list[list[int]], examples: int) -> tuple[str, dict]:
+    """The printed text and the JSON of a sweep: per parameter, the removal table for each
+    value, and for neighbouring values the documents whose fate changes."""
+    tots = [merge(results, i, examples) for i in range(len(configs))]
+    n = tots[0]["docs_in"]
+    lines, data = [], {"docs_in": n, "sweeps": []}
+    pair_index = {tuple(p): k for k, p in enumerate(pairs)}
+    for p in plan:
+        name = p["param"]
+        head = [name] + list(RULES) + ["kept", "kept share"]
+        body = []
+        entry = {"param": name, "values": [], "changes": []}
+        for v, ci in zip(p["values"], p["configs"]):
+            t = tots[ci]
+            body.append([value_text(v)] + [t["removed"][r] for r in RULES]
+                        + [t["docs_out"], pct(t["docs_out"], n)])
+            entry["values"].append({"value": list(v) if isinstance(v, tuple) else v,
+                                    "removed": t["removed"], "docs_out": t["docs_out"],
+                                    "bytes_out": t["bytes_out"]})
+        lines += [f"sweep {name} (other thresholds as given; {n:,} documents)",
+                  table(head, body, right=set(range(1, len(head)))), ""]
+        for j in range(len(p["values"]) - 1):
+            a, b = p["configs"][j], p["configs"][j + 1]
+            if a == b:
+                continue
+            k = pair_index[(a, b)]
+            count = sum(r["fate"][k]["count"] for r in results)
+            ex = [e for r in results for e in r["fate"][k]["examples"]][:examples]
+            va, vb = value_text(p["values"][j]), value_text(p["values"][j + 1])
+            change = {"from": va, "to": vb, "documents": count, "examples": []}
+            lines.append(f"{name} {va} -> {vb}: {count:,} documents change fate")
+            for e in ex:
+                by = va if e["removed_by"] == a else vb
+                keeps = vb if by == va else va
+                change["examples"].append({**e, "removed_by": by, "kept_by": keeps})
+            for e in change["examples"][:5]:
+                val = ", ".join(f"{k2}={v2}" for k2, v2 in e["value"].items())
+                lines.append(f"  removed at {e['removed_by']}, kept at {e['kept_by']}: "
+                             f"{e['id']} ({e['rule']}: {val}) {snippet(e['text'], 80)!r}")
+            entry["changes"].append(change)
+            lines.append("")
+        data["sweeps"].append(entry)
+    return "\n".join(lines).rstrip(), data
+
+
+def sweep_markdown(data: dict) -> str:
+    md = ["# clean.py --sweep", "", f"{data['docs_in']:,} documents in; each table varies one "
+          "threshold, the others as given.", ""]
+    for s in data["sweeps"]:
+        md += [f"## {s['param']}", "", markdown_table(
+            [s["param"]] + list(RULES) + ["kept"],
+            [[value_text(tuple(v["value"]) if isinstance(v["value"], list) else v["value"])]
+             + [v["removed"][r] for r in RULES] + [v["docs_out"]] for v in s["values"]]), ""]
+        for c in s["changes"]:
+            md += [f"### {s['param']} {c['from']} -> {c['to']}: {c['documents']:,} documents "
+                   "change fate", ""]
+            if c["examples"]:
+                md += [markdown_table(["id", "removed at", "rule", "value", "text"],
+                                      [[e["id"], e["removed_by"], e["rule"],
+                                        ", ".join(f"{k}={v}" for k, v in e["value"].items()),
+                                        snippet(e["text"], 120)] for e in c["examples"]]), ""]
+    return "\n".join(md)
+
+
+def snippet(text: str, n: int) -> str:
+    t = " ".join((text or "").split())
+    return t if len(t) <= n else t[:n] + "..."
+
+
+# --------------------------------------------------------------------------------------
 
 def share_arg(name: str, v: float) -> float:
     if not 0.0 <= v <= 1.0:
@@ -396,14 +844,21 @@ def share_arg(name: str, v: float) -> float:
     return v
 
 
+def check_thresholds(th: Thresholds) -> None:
+    if th.min_chars < 0 or th.max_char_run < 1 or th.lid_chars < 0:
+        raise StageError("--min-chars and --lid-chars must be >= 0, --max-char-run >= 1")
+    for name in ("max_dup_lines", "min_alnum", "min_lang_conf"):
+        share_arg("--" + name.replace("_", "-"), getattr(th, name))
+    if not th.languages:
+        raise StageError("--languages is empty: name at least one fastText language code")
+
+
 def model_identity(path: Path) -> dict:
     """The LID model as the config records it: by content, not by machine path."""
-    from dataprep.shards import file_record
-
     return file_record(path)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     d = Thresholds()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -439,56 +894,138 @@ def main(argv: list[str] | None = None) -> int:
                    help="removed examples saved per rule (default 50)")
     r.add_argument("--warn-share", type=float, default=0.30,
                    help="warn when one rule removes more than this share (default 0.30)")
+    k = p.add_argument_group("reruns and sweeps")
+    k.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2,...",
+                   help="print the removal table for each value of one threshold (the others "
+                        "as given) and the documents whose fate changes between neighbouring "
+                        "values; writes no output, only report/sweep.{json,md}. Repeatable. "
+                        f"NAME: {', '.join(SWEEPABLE)} (languages: sets separated by ';')")
+    k.add_argument("--no-keep-signals", action="store_true",
+                   help="do not keep the measured signals (a rerun then measures everything)")
     add_executor_args(p)
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
 
-    if args.min_chars < 0 or args.max_char_run < 1 or args.lid_chars < 0 or args.examples < 0:
-        raise StageError("--min-chars, --lid-chars and --examples must be >= 0, "
-                         "--max-char-run >= 1")
-    for name in ("max_dup_lines", "min_alnum", "min_lang_conf", "warn_share"):
-        share_arg("--" + name.replace("_", "-"), getattr(args, name))
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.examples < 0:
+        raise StageError("--examples must be >= 0")
+    share_arg("--warn-share", args.warn_share)
     languages = tuple(x.strip() for x in args.languages.split(",") if x.strip())
-    if not languages:
-        raise StageError("--languages is empty: name at least one fastText language code")
     th = Thresholds(min_chars=args.min_chars, max_dup_lines=args.max_dup_lines,
                     max_char_run=args.max_char_run, min_alnum=args.min_alnum,
                     min_lang_conf=args.min_lang_conf, languages=languages,
                     lid_chars=args.lid_chars)
+    check_thresholds(th)
+    sweeps = [parse_sweep(s) for s in args.sweep]
     lid_path = Path(args.lid_model) if args.lid_model else default_lid_model()
     load_lid(lid_path)  # fail now, with one line, rather than inside every task
     shards = list_shards(args.input)
     for s in shards:
         open_shard(s)  # a broken shard is named before any work starts
+    units = plan_units(shards, args.task_mb)
+    out = Path(args.output)
+    input_manifest = Path(args.input) / "manifest.json"
+    model = model_identity(lid_path)
+    deps = signal_deps(check_input(input_manifest)["output_fingerprint"], model["xxh3_128"],
+                       th.lid_chars)
+    sources, source_notes = signal_sources(out, deps, units)
+    if sweeps:
+        return run_sweep(args, th, sweeps, units, sources, source_notes, lid_path, deps)
 
     # Everything that changes which rows survive, or what the reports say, is config;
     # --workers and --executor are not: they never change a byte of the output.
-    config = {**asdict(th), "languages": list(languages), "lid_model": model_identity(lid_path),
+    config = {**asdict(th), "languages": list(languages), "lid_model": model,
               "report_all": args.report_all, "examples": args.examples,
-              "example_chars": EXAMPLE_CHARS, "warn_share": args.warn_share}
-    run = StageRun("clean", args.output, config,
-                   input_manifest=Path(args.input) / "manifest.json")
+              "example_chars": EXAMPLE_CHARS, "warn_share": args.warn_share,
+              "task_mb": args.task_mb, "keep_signals": not args.no_keep_signals}
+    run = StageRun("clean", out, config, input_manifest=input_manifest)
     if run.resumed:
         print(f"resuming in {run.staging}", file=sys.stderr)
-    with run.phase("clean"):
-        run_tasks(clean_shard, len(shards), args, run.logging_dir("clean"), "clean",
-                  shards=[str(s) for s in shards], staging=str(run.staging),
-                  lid_model=str(lid_path), thresholds={**asdict(th), "languages": list(languages)},
-                  report_all=args.report_all, examples=args.examples)
-    results = load_task_results(run.staging, "clean", len(shards))
-    tot = merge(results, args.examples)
+    print(f"clean: {describe(units)}", file=sys.stderr)
+    for line in source_notes:
+        print(line, file=sys.stderr)
+    signals_dir = None if args.no_keep_signals else run.staging / "signals"
+    run.parallel("clean", clean_unit, len(units), args,
+                 total_docs=sum(u.rows for u in units), total_bytes=sum(u.text_bytes for u in units),
+                 units=[u.to_dict() for u in units], staging=str(run.staging),
+                 lid_model=str(lid_path), configs=[{**asdict(th), "languages": list(languages)}],
+                 main=0, report_all=args.report_all, examples=args.examples, sources=sources,
+                 signals_dir=str(signals_dir) if signals_dir else None, pairs=[])
+    results = load_task_results(run.staging, "clean", len(units))
+    kept_summary = None
+    if signals_dir:
+        kept_summary = write_index(signals_dir, deps, [r["signals"] for r in results])
+    signals = signals_summary(results, kept_summary)
+    tot = merge(results, 0, args.examples)
     rows = rule_rows(tot, th, args.warn_share)
-    write_reports(run.staging / "report", rows, tot, config, args.warn_share)
+    write_reports(run.staging / "report", rows, tot, config, args.warn_share, signals)
+    carry_sweep_reports(out, run.staging)
 
     counts = {k: tot[k] for k in ("docs_in", "docs_out", "bytes_in", "bytes_out")}
     counts["removed"] = dict(tot["removed"])
-    run.commit(files=[r["file"] for r in results], counts=counts, extra={"rules": rows})
+    run.commit(files=[r["file"] for r in results], counts=counts,
+               extra={"rules": rows, "signals": {k: v for k, v in signals.items() if k != "notes"}})
+    shutil.rmtree(side_store(out), ignore_errors=True)  # merged into the output's signals
 
     print(stats_table(rows, tot))
     for line in notes(rows, tot, args.warn_share):
         print(line, file=sys.stderr if line.startswith("WARNING") else sys.stdout)
-    out = Path(args.output)
-    print(f"wrote {out}/ ({len(shards)} shards), {out}/report/clean_stats.md and "
+    for line in signals["notes"][:5]:
+        print(f"note: {line}", file=sys.stderr)
+    print(signals_line(signals))
+    print(f"wrote {out}/ ({len(results)} shards), {out}/report/clean_stats.md and "
           f"removed examples in {out}/report/removed_<rule>.jsonl")
+    return 0
+
+
+def carry_sweep_reports(output: Path, staging: Path) -> None:
+    """A sweep's report describes the input, not the output: keep it across reruns."""
+    for f in (output / "report").glob("sweep.*"):
+        (staging / "report").mkdir(exist_ok=True)
+        shutil.copy2(f, staging / "report" / f.name)
+
+
+def run_sweep(args, th: Thresholds, sweeps, units: list[Unit], sources, source_notes,
+              lid_path: Path, deps: dict) -> int:
+    """--sweep: judge every swept value on the same documents, print and save the tables.
+
+    Writes nothing the next stage reads: not the output, not its manifest. The signals
+    it measured go to a hidden store beside the output, where the next run finds them.
+    """
+    out = Path(args.output)
+    configs, plan = plan_sweep(th, sweeps)
+    pairs = [list(p) for p in sweep_pairs(plan)]
+    work = out.parent / f".{out.name}.sweep.partial"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    print(f"sweep: {len(configs)} threshold sets on {describe(units)}", file=sys.stderr)
+    for line in source_notes:
+        print(line, file=sys.stderr)
+    signals_dir = work / "signals"
+    t0 = time.time()
+    run_tasks(clean_unit, len(units), args, work / "_logs", "sweep",
+              total_docs=sum(u.rows for u in units), total_bytes=sum(u.text_bytes for u in units),
+              units=[u.to_dict() for u in units], staging=str(work), lid_model=str(lid_path),
+              configs=[{**asdict(c), "languages": list(c.languages)} for c in configs],
+              main=None, report_all=False, examples=args.examples, sources=sources,
+              signals_dir=str(signals_dir), pairs=pairs)
+    results = load_task_results(work, "clean", len(units))
+    kept = write_index(signals_dir, deps, [r["signals"] for r in results])
+    text, data = sweep_report(plan, configs, results, pairs, args.examples)
+    signals = signals_summary(results, kept)
+    data.update(seconds=round(time.time() - t0, 3), signals={k: v for k, v in signals.items()
+                                                              if k != "notes"},
+                base={**asdict(th), "languages": list(th.languages)})
+    # the output itself, its manifest and the stages below are untouched: only a report
+    # beside it, and the measured signals in the side store for the next run
+    save_report(out / "report", "sweep", data, sweep_markdown(data))
+    replace_dir(signals_dir, side_store(out))
+    shutil.rmtree(work, ignore_errors=True)
+    print(text)
+    print(f"language ID calls made {signals['lid_calls_made']:,}, reused "
+          f"{signals['lid_calls_reused']:,}; {data['seconds']:.1f} s")
+    print(f"wrote {out}/report/sweep.md and sweep.json (the output and its manifest are unchanged)")
     return 0
 
 

@@ -18,10 +18,11 @@ When that would exceed --memory-budget, the digests are hash-partitioned into sp
 on disk and each partition is deduplicated alone: equal digests always land in the same
 partition, so the result is the same.
 
-Phases (each runs through the datatrove executor, tasks fixed by the data):
-  1. hash      one task per shard: digest of every document -> _work/hash/XXXXX.npy
+Phases (each runs through the datatrove executor, tasks fixed by the data: units of at
+most --task-mb MB of text, see dataprep/units.py):
+  1. hash      one task per unit: digest of every document -> _work/hash/XXXXX.npy
   2. select    driver: sort the digests, mark every occurrence after the first
-  3. filter    one task per shard: copy the kept rows -> part-XXXXX.parquet
+  3. filter    one task per unit: copy the kept rows -> part-XXXXX.parquet
 
 Clean runs before dedup (section 3.7): cleaning can turn two different pages into the
 same text, and only a later dedup can catch that.
@@ -39,15 +40,18 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import xxhash
 
 from dataprep import layout
 from dataprep.errors import StageError, run_stage
-from dataprep.executor import add_executor_args, load_task_results, run_tasks, save_task_result
+from dataprep.executor import add_executor_args, load_task_results, save_task_result
+from dataprep.progress import task_progress
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
-from dataprep.shards import (filter_shard, iter_batches, list_shards, open_shard, read_table,
-                             write_table)
+from dataprep.shards import list_shards, write_table
 from dataprep.stage import StageRun
+from dataprep.units import (Unit, describe, fetch_rows, filter_unit, locate, plan_units,
+                            previous_files, read_unit, unit_offsets)
 
 WORK = "_work"
 BYTES_PER_DOC = 32          # hi + lo + global index (24) + sort permutation (8)
@@ -76,43 +80,8 @@ def digests_to_array(digests: list[bytes]) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------
-# Small helpers both dedup stages use: global document index <-> (shard, row).
+# Small helpers both dedup stages use.
 # --------------------------------------------------------------------------------------
-
-def shard_rows(shards: list[Path]) -> np.ndarray:
-    """Row count of each shard, from the parquet footers (no data read)."""
-    return np.array([open_shard(s).metadata.num_rows for s in shards], dtype=np.int64)
-
-
-def shard_offsets(rows: np.ndarray) -> np.ndarray:
-    """offsets[i] = global index of shard i's first row; offsets[-1] = total documents."""
-    off = np.zeros(len(rows) + 1, dtype=np.int64)
-    np.cumsum(rows, out=off[1:])
-    return off
-
-
-def locate(offsets: np.ndarray, gidx) -> tuple[np.ndarray, np.ndarray]:
-    """Global indices -> (shard, row)."""
-    gidx = np.asarray(gidx, dtype=np.int64)
-    shard = np.searchsorted(offsets, gidx, side="right") - 1
-    return shard, gidx - offsets[shard]
-
-
-def fetch_rows(shards: list[Path], offsets: np.ndarray, gidx, column: str) -> list:
-    """Values of `column` for the given global indices (reads only the shards involved)."""
-    gidx = np.asarray(gidx, dtype=np.int64)
-    out: list = [None] * len(gidx)
-    if len(gidx) == 0:
-        return out
-    shard, row = locate(offsets, gidx)
-    for s in np.unique(shard):
-        sel = np.nonzero(shard == s)[0]
-        col = read_table(shards[s], columns=[column]).column(column)
-        vals = col.take(pa.array(row[sel])).to_pylist()
-        for i, v in zip(sel, vals):
-            out[i] = v
-    return out
-
 
 def save_npy(path: str | os.PathLike, arr: np.ndarray) -> None:
     """np.save via a temporary name, so a killed task never leaves a half file."""
@@ -148,15 +117,18 @@ def snippet(text: str | None, n: int = SNIPPET) -> str:
 # Phase 1: digest every document of one shard.
 # --------------------------------------------------------------------------------------
 
-def hash_task(rank: int, world_size: int, shards: list[str], staging: str) -> None:
-    src = shards[rank]
+def hash_task(rank: int, world_size: int, units: list[dict], staging: str) -> None:
+    """Task `rank`: the digest of every document of unit `rank`, streamed batch by batch."""
     out = Path(staging) / WORK / "hash" / f"{rank:05d}.npy"
     digests: list[bytes] = []
     nbytes = 0
-    for batch in iter_batches(src, columns=["text"]):
-        for t in batch.column(0).to_pylist():
-            digests.append(digest(t))
-            nbytes += len(t.encode("utf-8")) if t else 0
+    prog = task_progress()
+    for batch in read_unit(units[rank], columns=["text"]):
+        texts = batch.column(0).to_pylist()
+        digests += [digest(t) for t in texts]
+        b = int(pc.sum(pc.binary_length(batch.column(0))).as_py() or 0)
+        nbytes += b
+        prog.add(len(texts), b)
     save_npy(out, digests_to_array(digests))
     save_task_result(staging, "hash", rank, {"docs": len(digests), "bytes": nbytes})
 
@@ -277,16 +249,21 @@ def _select_spilled(hash_files, offsets, parts, spill_dir: Path):
 # Phase 3: copy the kept rows of one shard.
 # --------------------------------------------------------------------------------------
 
-def filter_task(rank: int, world_size: int, shards: list[str], names: list[str],
-                offsets: list[int], staging: str, drop: str = "dup.npy") -> None:
-    """Copy shard `rank` without the rows whose global index is in the sorted array
-    _work/<drop> (dedup_minhash.py uses this task too, with its own list)."""
+def filter_task(rank: int, world_size: int, units: list[dict], offsets: list[int],
+                staging: str, drop: str = "dup.npy", input_fingerprint: str | None = None,
+                previous: dict | None = None) -> None:
+    """Copy unit `rank` without the rows whose global index is in the sorted array
+    _work/<drop> (dedup_minhash.py uses this task too, with its own list). A file of the
+    previous output with the same recipe is reused (dataprep.units.filter_unit)."""
     dup = np.load(Path(staging) / WORK / drop, mmap_mode="r")
     lo, hi = offsets[rank], offsets[rank + 1]
     a, b = np.searchsorted(dup, [lo, hi])
     keep = np.ones(hi - lo, dtype=bool)
     keep[np.asarray(dup[a:b]) - lo] = False
-    rec = filter_shard(shards[rank], Path(staging) / names[rank], keep)
+    unit = Unit(**units[rank])
+    rec = filter_unit(unit, Path(staging) / unit.name, keep, input_fingerprint,
+                      (previous or {}).get(unit.name))
+    task_progress().add(hi - lo, rec["text_bytes"])
     save_task_result(staging, "filter", rank, rec)
 
 
@@ -303,23 +280,30 @@ def largest_groups(kept: np.ndarray, n: int = 5) -> list[tuple[int, int]]:
     return [(int(first[i]), int(counts[i]) + 1) for i in order]
 
 
-def build_report(shards, offsets, dup, kept, counts, staging: Path, partitions: int) -> str:
+def shard_rows_of(units: list[Unit], offsets: np.ndarray, gidx) -> tuple[list[str], np.ndarray]:
+    """Global indices -> (input shard file name, row within that shard)."""
+    u, r = locate(offsets, gidx)
+    names = [Path(units[i].shard).name for i in u]
+    return names, np.array([units[i].row_start for i in u], np.int64) + r
+
+
+def build_report(units, offsets, dup, kept, counts, staging: Path, partitions: int) -> str:
     """Save report/removed.parquet and report/dedup_exact_stats.{json,md}; return the text."""
     rep = staging / "report"
     rep.mkdir(exist_ok=True)
-    ids = fetch_rows(shards, offsets, dup, "id")
-    kept_ids = fetch_rows(shards, offsets, kept, "id")
-    s, r = locate(offsets, dup)
+    ids = fetch_rows(units, offsets, dup, "id")
+    kept_ids = fetch_rows(units, offsets, kept, "id")
+    s, r = shard_rows_of(units, offsets, dup)
     write_table(rep / "removed.parquet", pa.table({
         "id": pa.array(ids, pa.string()), "kept_id": pa.array(kept_ids, pa.string()),
-        "shard": pa.array(s, pa.int32()), "row": pa.array(r, pa.int64())}))
+        "shard": pa.array(s, pa.string()), "row": pa.array(r, pa.int64())}))
 
     groups = largest_groups(kept)
-    g_text = fetch_rows(shards, offsets, [g for g, _ in groups], "text")
-    g_ids = fetch_rows(shards, offsets, [g for g, _ in groups], "id")
+    g_text = fetch_rows(units, offsets, [g for g, _ in groups], "text")
+    g_ids = fetch_rows(units, offsets, [g for g, _ in groups], "id")
     group_rows = [[i, c, snippet(t, 70)] for (g, c), i, t in zip(groups, g_ids, g_text)]
     ex_n = min(5, len(dup))
-    ex_text = fetch_rows(shards, offsets, dup[:ex_n], "text")
+    ex_text = fetch_rows(units, offsets, dup[:ex_n], "text")
     examples = [{"id": ids[i], "kept_id": kept_ids[i], "text": snippet(ex_text[i])} for i in range(ex_n)]
 
     c = counts
@@ -341,8 +325,13 @@ def build_report(shards, offsets, dup, kept, counts, staging: Path, partitions: 
     if examples:
         md += "\n\n## Removed examples\n\n" + markdown_table(
             ["removed id", "kept id", "text"], [[e["id"], e["kept_id"], e["text"]] for e in examples])
+    sizes = {}
+    if len(kept):
+        _, copies = np.unique(kept, return_counts=True)
+        v, n = np.unique(copies + 1, return_counts=True)
+        sizes = {str(int(a)): int(b) for a, b in zip(v, n)}
     save_report(rep, "dedup_exact_stats", {
-        **c, "partitions": partitions,
+        **c, "partitions": partitions, "group_sizes": sizes,
         "largest_groups": [{"kept_id": r[0], "copies": r[1], "text": r[2]} for r in group_rows],
         "examples": examples}, md)
     return text
@@ -367,37 +356,38 @@ def main(argv: list[str] | None = None) -> int:
     if inp.resolve() == out.resolve():
         raise StageError(f"--output {out} is the input folder; choose another")
     shards = list_shards(inp)
-    config = {"normalise": "collapse whitespace, lowercase", "digest": "xxh3_128"}
+    units = plan_units(shards, args.task_mb)
+    config = {"normalise": "collapse whitespace, lowercase", "digest": "xxh3_128",
+              "task_mb": args.task_mb}
     run = StageRun("dedup_exact", out, config, input_manifest=inp / "manifest.json")
     if run.resumed:
         print(f"resuming in {run.staging}", file=sys.stderr)
-    rows = shard_rows(shards)
-    offsets = shard_offsets(rows)
-    names = [s.name for s in shards]
+    print(f"dedup_exact: {describe(units)}", file=sys.stderr)
+    offsets = unit_offsets(units)
     staging = run.staging
     work = staging / WORK
+    task_args = {"units": [u.to_dict() for u in units]}
+    sizes = {"total_docs": int(offsets[-1]), "total_bytes": sum(u.text_bytes for u in units)}
 
-    with run.phase("hash"):
-        run_tasks(hash_task, len(shards), args, run.logging_dir("hash"), "hash",
-                  shards=[str(s) for s in shards], staging=str(staging))
-    hashed = load_task_results(staging, "hash", len(shards))
+    run.parallel("hash", hash_task, len(units), args, **sizes, **task_args, staging=str(staging))
+    hashed = load_task_results(staging, "hash", len(units))
 
     with run.phase("select"):
         if (work / "dup.npy").exists() and (work / "kept.npy").exists():
             dup, kept = np.load(work / "dup.npy"), np.load(work / "kept.npy")
             partitions = int(np.load(work / "partitions.npy"))
         else:
-            files = [work / "hash" / f"{i:05d}.npy" for i in range(len(shards))]
+            files = [work / "hash" / f"{i:05d}.npy" for i in range(len(units))]
             dup, kept, partitions = select_first(files, offsets, budget, work / "spill")
             save_npy(work / "kept.npy", kept)
             save_npy(work / "partitions.npy", np.array(partitions))
             save_npy(work / "dup.npy", dup)  # last: its presence marks the phase done
 
-    with run.phase("filter"):
-        run_tasks(filter_task, len(shards), args, run.logging_dir("filter"), "filter",
-                  shards=[str(s) for s in shards], names=names,
-                  offsets=[int(x) for x in offsets], staging=str(staging))
-    records = load_task_results(staging, "filter", len(shards))
+    run.parallel("filter", filter_task, len(units), args, **sizes, **task_args,
+                 offsets=[int(x) for x in offsets], staging=str(staging),
+                 input_fingerprint=run.input_fingerprint,
+                 previous=previous_files(out, run.input_fingerprint))
+    records = load_task_results(staging, "filter", len(units))
 
     counts = {
         "docs_in": int(offsets[-1]), "docs_out": sum(r["rows"] for r in records),
@@ -406,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         "dup_groups": int(len(np.unique(kept))),
     }
     with run.phase("report"):
-        text = build_report(shards, offsets, dup, kept, counts, staging, partitions)
+        text = build_report(units, offsets, dup, kept, counts, staging, partitions)
     shutil.rmtree(work, ignore_errors=True)
     run.commit(records, counts)
     print(text)

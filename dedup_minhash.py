@@ -20,14 +20,24 @@ What it does, in the tutorial's words:
        exactly one document, the first in corpus order (smallest shard, then row), so
        the result depends neither on --workers nor on how documents were split into tasks.
 
-Phases (parallel ones run through the datatrove executor, tasks fixed by the data):
-  1. signatures  one task per shard -> _work/sig/XXXXX.npy (n x k uint32) and the band
+Phases (parallel ones run through the datatrove executor, tasks fixed by the data: units
+of at most --task-mb MB of text, see dataprep/units.py):
+  1. signatures  one task per unit -> _work/sig/XXXXX.npy (n x k uint32) and the band
                  hashes _work/band/XXXXX.npy (b x n uint64), streamed batch by batch
   2. buckets     one task per band: sort the band hashes (no dict of Python objects);
                  equal neighbours are candidate pairs -> _work/pairs/XXX.npy
   3. verify      driver: unique candidates, similarity over all k values, >= threshold
   4. cluster     driver: union-find over the verified pairs, root = smallest index
-  5. filter      one task per shard: copy the kept rows -> part-XXXXX.parquet
+  5. filter      one task per unit: copy the kept rows -> part-XXXXX.parquet
+
+Reruns are cheap: the signatures and band hashes are kept in the output (signatures/,
+bands/; --no-keep-signatures turns this off), keyed by what they depend on (the input's
+fingerprint, --ngram, --num-perm, --seed; the bands also --bands and --rows) and checked
+against their digests before use. A rerun with another --threshold, or another b x r
+with the same k, redoes only buckets, verification, clusters and the filter, and an
+output file whose rows do not change is reused as it is. `--sweep threshold=0.7,0.8,0.9`
+prints what each threshold would remove, and the pairs that change fate between
+neighbouring values, without writing any output.
 
 The signature kernel is compiled with numba (cached on disk after the first run). Each
 of the k hash functions is h_i(x) = ((a_i * x + b_i) mod 2^64) >> 32 on a 32-bit
@@ -40,23 +50,31 @@ is normalised and hashed in pieces, in bounded memory. Nothing is skipped.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from numba import njit
 
 from dataprep import layout
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import add_executor_args, load_task_results, run_tasks, save_task_result
+from dataprep.kept import KeptStore, load_array, replace_dir, write_index
+from dataprep.kept import entry as kept_entry
+from dataprep.manifest import check_input, display_path
+from dataprep.progress import task_progress
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
-from dataprep.shards import iter_batches, list_shards, write_table
+from dataprep.shards import list_shards, write_table
 from dataprep.stage import StageRun
-from dedup_exact import (fetch_rows, filter_task, locate, normalise, save_npy, shard_offsets,
-                         shard_rows, snippet)
+from dataprep.units import (Unit, describe, fetch_rows, locate, plan_units, previous_files,
+                            read_unit, unit_offsets)
+from dedup_exact import filter_task, normalise, save_npy, shard_rows_of, snippet
 
 WORK = "_work"
 BATCH_ROWS = 2048
@@ -375,47 +393,150 @@ def union_find(n, edges):
 
 
 # --------------------------------------------------------------------------------------
-# Phase 1: signatures and band hashes of one shard, streamed to disk batch by batch.
+# Phase 1: signatures and band hashes of one unit, streamed to disk batch by batch, or
+# taken from the ones a previous run kept (signatures/, bands/ in the output).
 # --------------------------------------------------------------------------------------
 
-def signature_task(rank: int, world_size: int, shards: list[str], rows: list[int], staging: str,
-                   num_perm: int, ngram: int, seed: int, bands: int, band_rows: int) -> None:
-    work = Path(staging) / WORK
-    (work / "sig").mkdir(parents=True, exist_ok=True)
-    (work / "band").mkdir(parents=True, exist_ok=True)
-    n = rows[rank]
-    mh = MinHasher(num_perm, ngram, seed)
-    sig_tmp = work / "sig" / f"{rank:05d}.tmp.npy"
-    band_tmp = work / "band" / f"{rank:05d}.tmp.npy"
-    sig = np.lib.format.open_memmap(sig_tmp, mode="w+", dtype=np.uint32, shape=(n, num_perm))
-    band = np.lib.format.open_memmap(band_tmp, mode="w+", dtype=np.uint64, shape=(bands, n))
+SIG_VERSION = 1   # bump when the hash family or the normalisation changes
+
+
+def signature_deps(input_fingerprint: str, ngram: int, num_perm: int, seed: int) -> dict:
+    """Everything a signature depends on: a change to any of these invalidates the kept ones."""
+    return {"version": SIG_VERSION, "input_fingerprint": input_fingerprint, "ngram": ngram,
+            "num_perm": num_perm, "seed": seed}
+
+
+def band_deps(sig_deps: dict, bands: int, rows: int) -> dict:
+    return {**sig_deps, "bands": bands, "rows": rows}
+
+
+def _save_or_link(arr: np.ndarray, pieces: list[dict], dst: Path) -> None:
+    """Write a reused array into the staging folder; a whole kept file is hard-linked."""
+    if len(pieces) == 1 and pieces[0]["whole"]:
+        tmp = dst.with_name(dst.name + ".tmp.npy")
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(pieces[0]["path"], tmp)
+        except OSError:
+            shutil.copyfile(pieces[0]["path"], tmp)
+        os.replace(tmp, dst)
+    else:
+        save_npy(dst, arr)
+
+
+def compute_signatures(unit: Unit, mh: "MinHasher", sig_path: Path) -> tuple[int, int]:
+    """Sign every document of a unit into sig_path (rows x k uint32), batch by batch.
+    Returns (text bytes, texts shorter than one shingle)."""
+    tmp = sig_path.with_name(sig_path.name.replace(".npy", ".tmp.npy"))
+    sig = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint32, shape=(unit.rows, mh.k))
     start = nbytes = short = 0
-    for batch in iter_batches(shards[rank], columns=["text"], batch_rows=BATCH_ROWS):
+    prog = task_progress()
+    for batch in read_unit(unit, columns=["text"], batch_rows=BATCH_ROWS):
         texts = batch.column(0).to_pylist()
         s, lens = mh.signatures_and_lengths(texts)
         sig[start:start + len(texts)] = s
-        band[:, start:start + len(texts)] = band_hashes(s, bands, band_rows)
         start += len(texts)
-        nbytes += sum(len(t.encode("utf-8")) for t in texts if t)
-        short += int((lens < ngram).sum())
-    if start != n:
-        raise StageError(f"{shards[rank]}: read {start} rows, footer says {n}")
+        b = int(pc.sum(pc.binary_length(batch.column(0))).as_py() or 0)
+        nbytes += b
+        short += int((lens < mh.n).sum())
+        prog.add(len(texts), b)
+    if start != unit.rows:
+        raise StageError(f"{unit.shard}: read {start} rows of a unit, footer says {unit.rows}")
     sig.flush()
-    band.flush()
-    del sig, band
-    sig_tmp.replace(work / "sig" / f"{rank:05d}.npy")
-    band_tmp.replace(work / "band" / f"{rank:05d}.npy")
-    save_task_result(staging, "signatures", rank, {"docs": n, "bytes": nbytes, "short": short})
+    del sig
+    tmp.replace(sig_path)
+    return nbytes, short
+
+
+def signature_task(rank: int, world_size: int, units: list[dict], staging: str,
+                   num_perm: int, ngram: int, seed: int, bands: int, band_rows: int,
+                   sig_sources: list, band_sources: list) -> None:
+    """Task `rank`: the signatures (_work/sig/RANK.npy, rows x k) and band hashes
+    (_work/band/RANK.npy, b x rows) of unit `rank`; kept ones are reused when their
+    digests check out, and then the unit's text is not read at all."""
+    unit = Unit(**units[rank])
+    work = Path(staging) / WORK
+    for d in ("sig", "band"):
+        (work / d).mkdir(parents=True, exist_ok=True)
+    sig_path, band_path = work / "sig" / f"{rank:05d}.npy", work / "band" / f"{rank:05d}.npy"
+    sig, pieces, notes = load_array(sig_sources[rank], unit.rows)
+    if sig is not None:  # whole kept files only: they carry the unit's byte counts
+        _save_or_link(sig, pieces, sig_path)
+        nbytes = sum(p["extra"]["bytes"] for p in pieces)
+        short = sum(p["extra"]["short"] for p in pieces)
+        task_progress().add(unit.rows, nbytes)
+    else:
+        nbytes, short = compute_signatures(unit, MinHasher(num_perm, ngram, seed), sig_path)
+        sig = np.load(sig_path, mmap_mode="r")
+    band, bpieces, bnotes = load_array(band_sources[rank], unit.rows, axis=1)
+    if band is not None:
+        _save_or_link(band, bpieces, band_path)
+    else:
+        save_npy(band_path, band_hashes(np.asarray(sig), bands, band_rows))
+    save_task_result(staging, "signatures", rank, {
+        "docs": unit.rows, "bytes": nbytes, "short": short,
+        "signatures_reused": bool(pieces), "bands_reused": bool(bpieces),
+        "notes": notes + bnotes,
+        "sig": kept_entry(sig_path, unit.shard, unit.row_start, unit.rows, bytes=nbytes,
+                          short=short),
+        "band": kept_entry(band_path, unit.shard, unit.row_start, unit.rows)})
+
+
+def kept_sources(output: Path, deps_sig: dict, deps_band: dict, units: list[Unit]
+                 ) -> tuple[list, list, list[str]]:
+    """For every unit, the kept signature and band files that cover it (the output's own,
+    then a sweep's side store), and a line per store on whether it is used."""
+    sig_src: list[list] = [[] for _ in units]
+    band_src: list[list] = [[] for _ in units]
+    notes = []
+    for where in (output, side_store(output)):
+        for name, deps, src in (("signatures", deps_sig, sig_src), ("bands", deps_band, band_src)):
+            store, why = KeptStore.open(where / name, deps)
+            if store is None:
+                if why != "none kept":
+                    notes.append(f"kept {name} in {display_path(where / name)} not used: {why}")
+                continue
+            n = 0
+            for s, u in zip(src, units):
+                pieces = store.pieces(u.shard, u.row_start, u.rows)
+                # whole files only (the same cut into units): they carry the unit's counts
+                if pieces is not None and all(p["whole"] for p in pieces):
+                    s.append(pieces)
+                    n += 1
+            notes.append(f"kept {name} in {display_path(where / name)}: cover {n} of "
+                         f"{len(units)} tasks")
+    return sig_src, band_src, notes
+
+
+def side_store(output: Path) -> Path:
+    """Signatures a sweep computed when no run had kept them: beside the output, hidden."""
+    return output.parent / f".{output.name}.signatures"
+
+
+def keep_store(work: Path, dest: Path, results: list[dict], deps_sig: dict,
+               deps_band: dict) -> dict:
+    """Move the phase's signature and band files into `dest` as two kept stores; return
+    what the manifest records (dependencies, files, bytes on disk)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, d, key, deps in (("signatures", "sig", "sig", deps_sig),
+                               ("bands", "band", "band", deps_band)):
+        target = dest / name
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(work / d, target)
+        out[name] = write_index(target, deps, [r[key] for r in results])
+    out["bytes"] = out["signatures"]["bytes"] + out["bands"]["bytes"]
+    return out
 
 
 # --------------------------------------------------------------------------------------
 # Phase 2: one band's buckets, grouped by sorting.
 # --------------------------------------------------------------------------------------
 
-def bucket_task(rank: int, world_size: int, shards: int, staging: str) -> None:
+def bucket_task(rank: int, world_size: int, units: int, staging: str) -> None:
     work = Path(staging) / WORK
     h = np.concatenate([np.load(work / "band" / f"{s:05d}.npy", mmap_mode="r")[rank]
-                        for s in range(shards)])
+                        for s in range(units)])
     pairs = bucket_pairs(h)
     save_npy(work / "pairs" / f"{rank:03d}.npy", pairs)
     save_task_result(staging, "buckets", rank, {"pairs": int(len(pairs))})
@@ -426,19 +547,19 @@ def bucket_task(rank: int, world_size: int, shards: int, staging: str) -> None:
 # --------------------------------------------------------------------------------------
 
 class Signatures:
-    """Random access to the per-shard signature files by global document index."""
+    """Random access to the per-unit signature files by global document index."""
 
-    def __init__(self, work: Path, shards: int, offsets: np.ndarray):
-        self.mm = [np.load(work / "sig" / f"{s:05d}.npy", mmap_mode="r") for s in range(shards)]
+    def __init__(self, folder: Path, tasks: int, offsets: np.ndarray):
+        self.mm = [np.load(folder / f"{s:05d}.npy", mmap_mode="r") for s in range(tasks)]
         self.offsets = offsets
 
     def get(self, gidx: np.ndarray) -> np.ndarray:
         gidx = np.asarray(gidx, dtype=np.int64)
         k = self.mm[0].shape[1] if self.mm else 0
         out = np.empty((len(gidx), k), dtype=np.uint32)
-        shard, row = locate(self.offsets, gidx)
-        for s in np.unique(shard):
-            sel = shard == s
+        unit, row = locate(self.offsets, gidx)
+        for s in np.unique(unit):
+            sel = unit == s
             out[sel] = self.mm[s][row[sel]]
         return out
 
@@ -460,12 +581,28 @@ def verify(pairs: np.ndarray, sigs: Signatures, threshold: float,
     for s in range(0, len(pairs), chunk):
         p = pairs[s:s + chunk]
         sims[s:s + chunk] = similarity(sigs.get(p[:, 0]), sigs.get(p[:, 1]))
-    return sims, sims >= threshold - 1e-12
+    return sims, accepted(sims, threshold)
+
+
+def accepted(sims: np.ndarray, threshold: float) -> np.ndarray:
+    return sims >= threshold - 1e-12
+
+
+def clusters(n_docs: int, pairs: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                       np.ndarray]:
+    """(root of every document, removed documents, the document each was merged into)."""
+    root = union_find(n_docs, np.ascontiguousarray(pairs[ok]))
+    removed = np.nonzero(root != np.arange(n_docs))[0]
+    return root, removed, root[removed]
 
 
 # --------------------------------------------------------------------------------------
 # Report.
 # --------------------------------------------------------------------------------------
+
+SIM_BINS = np.round(np.linspace(0.0, 1.0, 51), 4)   # verified-similarity histogram, 0.02 wide
+CLUSTER_EXAMPLE_CHARS = 2000                         # text kept per member of an example cluster
+
 
 def largest_clusters(root: np.ndarray, n: int = 5) -> list[tuple[int, int]]:
     """(kept index, size) of the n largest clusters, ties by corpus order."""
@@ -477,35 +614,45 @@ def largest_clusters(root: np.ndarray, n: int = 5) -> list[tuple[int, int]]:
     return [(int(r[i]), int(c[i]) + 1) for i in order]
 
 
-def build_report(shards, offsets, sigs, root, removed, kept_of, sims, counts, staging: Path,
-                 config: dict) -> str:
+def cluster_size_counts(kept_of: np.ndarray) -> dict[str, int]:
+    """{cluster size: how many clusters} over clusters of 2 or more documents."""
+    if len(kept_of) == 0:
+        return {}
+    _, c = np.unique(kept_of, return_counts=True)
+    sizes, n = np.unique(c + 1, return_counts=True)
+    return {str(int(s)): int(k) for s, k in zip(sizes, n)}
+
+
+def build_report(units, offsets, sigs, root, removed, kept_of, sims, cand_sims, counts,
+                 staging: Path, config: dict) -> str:
     rep = staging / "report"
     rep.mkdir(exist_ok=True)
-    ids = fetch_rows(shards, offsets, removed, "id")
-    kept_ids = fetch_rows(shards, offsets, kept_of, "id")
+    ids = fetch_rows(units, offsets, removed, "id")
+    kept_ids = fetch_rows(units, offsets, kept_of, "id")
     size = np.bincount(root, minlength=len(root))
-    s, r = locate(offsets, removed)
-    ks, kr = locate(offsets, kept_of)
+    s, r = shard_rows_of(units, offsets, removed)
+    ks, kr = shard_rows_of(units, offsets, kept_of)
     write_table(rep / "removed.parquet", pa.table({
         "id": pa.array(ids, pa.string()), "kept_id": pa.array(kept_ids, pa.string()),
         "similarity": pa.array(sims, pa.float64()),
-        "shard": pa.array(s, pa.int32()), "row": pa.array(r, pa.int64()),
-        "kept_shard": pa.array(ks, pa.int32()), "kept_row": pa.array(kr, pa.int64()),
+        "shard": pa.array(s, pa.string()), "row": pa.array(r, pa.int64()),
+        "kept_shard": pa.array(ks, pa.string()), "kept_row": pa.array(kr, pa.int64()),
         "cluster_size": pa.array(size[kept_of], pa.int64())}))
 
-    clusters = largest_clusters(root)
+    clusters_ = largest_clusters(root)
     lines, md_clusters, js_clusters = [], [], []
-    for rank, (k, sz) in enumerate(clusters, 1):
+    for rank, (k, sz) in enumerate(clusters_, 1):
         members = np.nonzero(root == k)[0][:3]
-        texts = fetch_rows(shards, offsets, members, "text")
-        mids = fetch_rows(shards, offsets, members, "id")
+        texts = fetch_rows(units, offsets, members, "text")
+        mids = fetch_rows(units, offsets, members, "id")
         msims = similarity(sigs.get(members), sigs.get([k] * len(members)))
         lines.append(f"cluster {rank}: {sz} documents, kept {mids[0]}")
         entry = {"kept_id": mids[0], "size": sz, "members": []}
         for i, (mid, t, sm) in enumerate(zip(mids, texts, msims)):
             tag = "kept   " if i == 0 else f"sim {sm:.2f}"
             lines.append(f"  {tag} {mid}: {snippet(t, 90)}")
-            entry["members"].append({"id": mid, "similarity": round(float(sm), 4), "text": snippet(t)})
+            entry["members"].append({"id": mid, "similarity": round(float(sm), 4),
+                                     "text": (t or "")[:CLUSTER_EXAMPLE_CHARS]})
         js_clusters.append(entry)
         md_clusters.append([mids[0], sz, snippet(texts[0], 100)])
 
@@ -525,7 +672,7 @@ def build_report(shards, offsets, sigs, root, removed, kept_of, sims, counts, st
     if lines:
         text += "\n\nlargest clusters:\n" + "\n".join(lines)
     ex_n = min(5, len(removed))
-    ex_text = fetch_rows(shards, offsets, removed[:ex_n], "text")
+    ex_text = fetch_rows(units, offsets, removed[:ex_n], "text")
     examples = [{"id": ids[i], "kept_id": kept_ids[i], "similarity": round(float(sims[i]), 4),
                  "text": snippet(ex_text[i])} for i in range(ex_n)]
     md = "# dedup_minhash\n\n" + markdown_table(head, rows) + "\n\n" + markdown_table(["LSH", "count"], lsh)
@@ -535,9 +682,82 @@ def build_report(shards, offsets, sigs, root, removed, kept_of, sims, counts, st
         md += "\n\n## Removed examples\n\n" + markdown_table(
             ["removed id", "kept id", "similarity", "text"],
             [[e["id"], e["kept_id"], f"{e['similarity']:.3f}", e["text"]] for e in examples])
-    save_report(rep, "dedup_minhash_stats", {**c, "config": config, "largest_clusters": js_clusters,
-                                             "examples": examples}, md)
+    hist = np.histogram(np.clip(cand_sims, 0, 1), SIM_BINS)[0].tolist() if len(cand_sims) else []
+    save_report(rep, "dedup_minhash_stats", {
+        **c, "config": config, "largest_clusters": js_clusters, "examples": examples,
+        "cluster_sizes": cluster_size_counts(kept_of),
+        "candidate_similarity": {"bins": SIM_BINS.tolist(), "counts": hist,
+                                 "threshold": config["threshold"]}}, md)
     return text
+
+
+# --------------------------------------------------------------------------------------
+# Sweeps: removals, clusters and rejections at several thresholds, from one set of
+# candidates and their similarities; nothing written but a report.
+# --------------------------------------------------------------------------------------
+
+def sweep_thresholds(spec: str) -> list[float]:
+    name, sep, values = spec.partition("=")
+    if name.strip().replace("-", "_").removeprefix("__") != "threshold" or not sep:
+        raise StageError(f"--sweep {spec!r}: dedup_minhash.py sweeps threshold=V1,V2,...")
+    try:
+        out = sorted({float(v) for v in values.split(",") if v.strip()})
+    except ValueError:
+        raise StageError(f"--sweep {spec!r}: thresholds must be numbers") from None
+    if not out or not all(0.0 < v <= 1.0 for v in out):
+        raise StageError(f"--sweep {spec!r}: thresholds must be in (0, 1]")
+    return out
+
+
+def sweep(n_docs: int, pairs: np.ndarray, sims: np.ndarray, thresholds: list[float],
+          units, offsets, examples: int = 5) -> tuple[str, dict]:
+    """Per threshold: removed documents, clusters, candidates rejected; for neighbouring
+    thresholds, the pairs accepted by the lower and rejected by the higher one."""
+    rows, data = [], {"docs_in": n_docs, "candidates": int(len(pairs)), "thresholds": [],
+                      "changes": []}
+    for t in thresholds:
+        ok = accepted(sims, t)
+        _, removed, kept_of = clusters(n_docs, pairs, ok)
+        d = {"threshold": t, "removed": int(len(removed)),
+             "clusters": int(len(np.unique(kept_of))), "rejected": int((~ok).sum())}
+        data["thresholds"].append(d)
+        rows.append([f"{t:g}", d["removed"], pct(d["removed"], n_docs), d["clusters"], d["rejected"]])
+    lines = [f"sweep threshold ({n_docs:,} documents, {len(pairs):,} candidate pairs)",
+             table(["threshold", "removed", "share", "clusters", "rejected"], rows), ""]
+    for a, b in zip(thresholds, thresholds[1:]):
+        between = np.flatnonzero(accepted(sims, a) & ~accepted(sims, b))
+        order = between[np.argsort(-sims[between], kind="stable")][:examples]
+        da = next(x for x in data["thresholds"] if x["threshold"] == a)
+        db = next(x for x in data["thresholds"] if x["threshold"] == b)
+        change = {"from": a, "to": b, "pairs": int(len(between)),
+                  "documents": da["removed"] - db["removed"], "examples": []}
+        lines.append(f"threshold {a:g} -> {b:g}: {change['documents']:,} documents change fate; "
+                     f"{len(between):,} pairs merged at {a:g} but not at {b:g}")
+        if len(order):
+            ia, ib = pairs[order, 0], pairs[order, 1]
+            ta, tb = fetch_rows(units, offsets, ia, "text"), fetch_rows(units, offsets, ib, "text")
+            ida, idb = fetch_rows(units, offsets, ia, "id"), fetch_rows(units, offsets, ib, "id")
+            for k in range(len(order)):
+                e = {"id": ida[k], "other_id": idb[k], "similarity": round(float(sims[order[k]]), 4),
+                     "text": snippet(ta[k], 300), "other_text": snippet(tb[k], 300)}
+                change["examples"].append(e)
+                lines.append(f"  sim {e['similarity']:.3f}: {e['id']} {snippet(ta[k], 60)!r}")
+                lines.append(f"             {e['other_id']} {snippet(tb[k], 60)!r}")
+        data["changes"].append(change)
+        lines.append("")
+    md = ["# dedup_minhash.py --sweep", "", markdown_table(
+        ["threshold", "removed", "clusters", "rejected"],
+        [[f"{d['threshold']:g}", d["removed"], d["clusters"], d["rejected"]]
+         for d in data["thresholds"]]), ""]
+    for ch in data["changes"]:
+        md += [f"## threshold {ch['from']:g} -> {ch['to']:g}: {ch['documents']:,} documents "
+               f"change fate ({ch['pairs']:,} pairs)", ""]
+        if ch["examples"]:
+            md += [markdown_table(["similarity", "id", "text", "other id", "other text"],
+                                  [[f"{e['similarity']:.3f}", e["id"], snippet(e["text"], 120),
+                                    e["other_id"], snippet(e["other_text"], 120)]
+                                   for e in ch["examples"]]), ""]
+    return "\n".join(lines).rstrip(), {**data, "markdown": "\n".join(md)}
 
 
 # --------------------------------------------------------------------------------------
@@ -556,7 +776,7 @@ def check_args(args) -> None:
         raise StageError("--workers must be at least 1")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--input", default=str(layout.DEDUP_EXACT), help="default: data/dedup_exact")
@@ -569,56 +789,89 @@ def main(argv: list[str] | None = None) -> int:
                    help="a candidate pair is a duplicate if its signatures agree on at least "
                         "this fraction of the k values (default 0.8)")
     p.add_argument("--seed", type=int, default=1, help="seed of the hash functions (default 1)")
+    p.add_argument("--sweep", default=None, metavar="threshold=V1,V2,...",
+                   help="print removed documents, clusters and rejected candidates at each "
+                        "threshold, and the pairs that change fate between neighbours; writes "
+                        "no output, only report/sweep.{json,md}")
+    p.add_argument("--no-keep-signatures", action="store_true",
+                   help="do not keep signatures and band hashes in the output (a rerun with "
+                        "another --threshold then recomputes them)")
     add_executor_args(p)
     args = p.parse_args(argv)
     check_args(args)
+    return args
+
+
+def signature_phase(run_parallel, units, offsets, args, staging: Path, sig_src, band_src
+                    ) -> list[dict]:
+    run_parallel("signatures", signature_task, len(units), args,
+                 total_docs=int(offsets[-1]), total_bytes=sum(u.text_bytes for u in units),
+                 units=[u.to_dict() for u in units], staging=str(staging),
+                 num_perm=args.num_perm, ngram=args.ngram, seed=args.seed, bands=args.bands,
+                 band_rows=args.rows, sig_sources=sig_src, band_sources=band_src)
+    return load_task_results(staging, "signatures", len(units))
+
+
+def candidates(run_parallel, units, offsets, args, staging: Path) -> tuple[np.ndarray, int]:
+    """Phase 2 and the unique candidate pairs: (pairs, band collisions)."""
+    run_parallel("buckets", bucket_task, args.bands, args, units=len(units), staging=str(staging))
+    band_pairs = sum(r["pairs"] for r in load_task_results(staging, "buckets", args.bands))
+    work = staging / WORK
+    pairs = unique_pairs([work / "pairs" / f"{j:03d}.npy" for j in range(args.bands)],
+                         int(offsets[-1]))
+    return pairs, band_pairs
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     inp, out = Path(args.input), Path(args.output)
     if inp.resolve() == out.resolve():
         raise StageError(f"--output {out} is the input folder; choose another")
+    thresholds = sweep_thresholds(args.sweep) if args.sweep else None
     shards = list_shards(inp)
+    units = plan_units(shards, args.task_mb)
+    offsets = unit_offsets(units)
+    n_docs = int(offsets[-1])
+    deps_sig = signature_deps(check_input(inp / "manifest.json")["output_fingerprint"],
+                              args.ngram, args.num_perm, args.seed)
+    deps_band = band_deps(deps_sig, args.bands, args.rows)
+    sig_src, band_src, src_notes = kept_sources(out, deps_sig, deps_band, units)
+    if thresholds:
+        return run_sweep(args, thresholds, units, offsets, sig_src, band_src, src_notes,
+                         deps_sig, deps_band)
+
     config = {"normalise": "collapse whitespace, lowercase", "ngram": args.ngram,
               "num_perm": args.num_perm, "bands": args.bands, "rows": args.rows,
               "threshold": args.threshold, "seed": args.seed,
-              "hash": "fnv1a+fmix64 shingle, (a*x+b)>>32 uint32", "verify": "signature"}
+              "hash": "fnv1a+fmix64 shingle, (a*x+b)>>32 uint32", "verify": "signature",
+              "task_mb": args.task_mb, "keep_signatures": not args.no_keep_signatures}
     run = StageRun("dedup_minhash", out, config, input_manifest=inp / "manifest.json")
     if run.resumed:
         print(f"resuming in {run.staging}", file=sys.stderr)
-    rows = shard_rows(shards)
-    offsets = shard_offsets(rows)
-    n_docs = int(offsets[-1])
+    print(f"dedup_minhash: {describe(units)}", file=sys.stderr)
+    for line in src_notes:
+        print(line, file=sys.stderr)
     staging, work = run.staging, run.staging / WORK
-    names = [s.name for s in shards]
 
-    with run.phase("signatures"):
-        run_tasks(signature_task, len(shards), args, run.logging_dir("signatures"), "signatures",
-                  shards=[str(s) for s in shards], rows=[int(r) for r in rows], staging=str(staging),
-                  num_perm=args.num_perm, ngram=args.ngram, seed=args.seed,
-                  bands=args.bands, band_rows=args.rows)
-    sig_results = load_task_results(staging, "signatures", len(shards))
-
-    with run.phase("buckets"):
-        run_tasks(bucket_task, args.bands, args, run.logging_dir("buckets"), "buckets",
-                  shards=len(shards), staging=str(staging))
-    band_pairs = sum(r["pairs"] for r in load_task_results(staging, "buckets", args.bands))
+    sig_results = signature_phase(run.parallel, units, offsets, args, staging, sig_src, band_src)
+    pairs, band_pairs = candidates(run.parallel, units, offsets, args, staging)
 
     with run.phase("verify"):
-        sigs = Signatures(work, len(shards), offsets)
-        pairs = unique_pairs([work / "pairs" / f"{j:03d}.npy" for j in range(args.bands)], n_docs)
+        sigs = Signatures(work / "sig", len(units), offsets)
         sims, ok = verify(pairs, sigs, args.threshold)
 
     with run.phase("cluster"):
-        root = union_find(n_docs, np.ascontiguousarray(pairs[ok]))
-        removed = np.nonzero(root != np.arange(n_docs))[0]
-        kept_of = root[removed]
+        root, removed, kept_of = clusters(n_docs, pairs, ok)
         removed_sims = similarity(sigs.get(removed), sigs.get(kept_of)) if len(removed) else np.zeros(0)
         save_npy(work / "removed.npy", removed)
 
-    with run.phase("filter"):
-        # phase 5: copy the kept rows of each shard (the same task as dedup_exact's)
-        run_tasks(filter_task, len(shards), args, run.logging_dir("filter"), "filter",
-                  shards=[str(s) for s in shards], names=names,
-                  offsets=[int(x) for x in offsets], staging=str(staging), drop="removed.npy")
-    records = load_task_results(staging, "filter", len(shards))
+    run.parallel("filter", filter_task, len(units), args, total_docs=n_docs,
+                 total_bytes=sum(u.text_bytes for u in units),
+                 units=[u.to_dict() for u in units], offsets=[int(x) for x in offsets],
+                 staging=str(staging), drop="removed.npy",
+                 input_fingerprint=run.input_fingerprint,
+                 previous=previous_files(out, run.input_fingerprint))
+    records = load_task_results(staging, "filter", len(units))
 
     counts = {
         "docs_in": n_docs, "docs_out": sum(r["rows"] for r in records),
@@ -630,13 +883,80 @@ def main(argv: list[str] | None = None) -> int:
         "short_texts": sum(r["short"] for r in sig_results),
     }
     with run.phase("report"):
-        text = build_report(shards, offsets, sigs, root, removed, kept_of, removed_sims, counts,
-                            staging, config)
+        text = build_report(units, offsets, sigs, root, removed, kept_of, removed_sims, sims,
+                            counts, staging, config)
     del sigs
+    kept = {"tasks_reused": sum(r["signatures_reused"] for r in sig_results),
+            "tasks": len(units), "notes": [n for r in sig_results for n in r["notes"]]}
+    if not args.no_keep_signatures:
+        kept.update(keep_store(work, staging, sig_results, deps_sig, deps_band))
+    kept["output_files_reused"] = sum(bool(r.get("reused")) for r in records)
     shutil.rmtree(work, ignore_errors=True)
-    run.commit(records, counts)
+    carry_sweep_reports(out, staging)
+    run.commit(records, counts, extra={"kept": kept})
+    shutil.rmtree(side_store(out), ignore_errors=True)  # merged into the output's stores
     print(text)
+    for line in kept["notes"][:5]:
+        print(f"note: {line}", file=sys.stderr)
+    print(kept_line(kept, n_docs))
     print(f"wrote {out}/ ({len(records)} shards), {out}/report/ and {out}/manifest.json")
+    return 0
+
+
+def kept_line(kept: dict, n_docs: int) -> str:
+    reuse = (f"signatures reused for {kept['tasks_reused']} of {kept['tasks']} tasks; "
+             f"{kept.get('output_files_reused', 0)} output files reused unchanged")
+    if "bytes" not in kept:
+        return reuse + "; signatures not kept (--no-keep-signatures)"
+    per_doc = kept["bytes"] / n_docs if n_docs else 0
+    return (f"{reuse}; kept signatures and band hashes: {human_bytes(kept['bytes'])} "
+            f"({per_doc:.0f} bytes per document) in signatures/ and bands/")
+
+
+def carry_sweep_reports(output: Path, staging: Path) -> None:
+    """A sweep's report describes the input, not the output: keep it across reruns."""
+    for f in (output / "report").glob("sweep.*"):
+        (staging / "report").mkdir(exist_ok=True)
+        shutil.copy2(f, staging / "report" / f.name)
+
+
+def run_sweep(args, thresholds: list[float], units, offsets, sig_src, band_src, src_notes,
+              deps_sig: dict, deps_band: dict) -> int:
+    """--sweep: candidates and their similarities once, then every threshold on them.
+    The output, its manifest and the stages below are untouched; signatures it had to
+    compute are kept in a hidden store beside the output for the next run."""
+    out = Path(args.output)
+    work_root = out.parent / f".{out.name}.sweep.partial"
+    shutil.rmtree(work_root, ignore_errors=True)
+    work_root.mkdir(parents=True)
+    print(f"sweep: thresholds {', '.join(f'{t:g}' for t in thresholds)} on {describe(units)}",
+          file=sys.stderr)
+    for line in src_notes:
+        print(line, file=sys.stderr)
+
+    def parallel(phase, fn, tasks, a, **kw):
+        return run_tasks(fn, tasks, a, work_root / "_logs" / phase, phase, **kw)
+
+    t0 = time.time()
+    sig_results = signature_phase(parallel, units, offsets, args, work_root, sig_src, band_src)
+    pairs, _ = candidates(parallel, units, offsets, args, work_root)
+    sims, _ = verify(pairs, Signatures(work_root / WORK / "sig", len(units), offsets), 1.0)
+    text, data = sweep(int(offsets[-1]), pairs, sims, thresholds, units, offsets)
+    md = data.pop("markdown")
+    data["seconds"] = round(time.time() - t0, 3)
+    data["signatures_reused"] = sum(r["signatures_reused"] for r in sig_results)
+    data["config"] = {"ngram": args.ngram, "num_perm": args.num_perm, "bands": args.bands,
+                      "rows": args.rows, "seed": args.seed}
+    save_report(out / "report", "sweep", data, md)
+    if data["signatures_reused"] < len(units):
+        tmp = work_root / "_kept"
+        keep_store(work_root / WORK, tmp, sig_results, deps_sig, deps_band)
+        replace_dir(tmp, side_store(out))
+    shutil.rmtree(work_root, ignore_errors=True)
+    print(text)
+    print(f"signatures reused for {data['signatures_reused']} of {len(units)} tasks; "
+          f"{data['seconds']:.1f} s")
+    print(f"wrote {out}/report/sweep.md and sweep.json (the output and its manifest are unchanged)")
     return 0
 
 

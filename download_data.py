@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from dataprep import layout
@@ -38,7 +39,7 @@ from dataprep.errors import StageError, run_stage
 from dataprep.executor import add_executor_args
 from dataprep.manifest import read_manifest, write_json
 from dataprep.report import human_bytes, table
-from dataprep.shards import ShardWriter, open_shard
+from dataprep.shards import ShardWriter, open_shard, text_bytes
 from dataprep.stage import StageRun
 
 
@@ -62,15 +63,72 @@ BATCH_ROWS = 4096
 # Null or non-string texts are counted and skipped, never passed on silently.
 # --------------------------------------------------------------------------------------
 
-class Skips:
-    """Counts of records a reader skipped, by reason."""
+BAD_RECORDS_IN_MANIFEST = 100   # the manifest names this many; report/bad_records.jsonl all
 
-    def __init__(self):
+
+class Skips:
+    """Records a reader skipped: counts by reason, and every bad record by file and place.
+
+    A null or empty text is a missing document: counted and skipped. A bad record -- a
+    line that is not valid UTF-8 or not JSON, an object without a text field, a text that
+    is not a string -- stops the run with one line naming it (--on-bad-record error, the
+    default), or is counted, named and skipped (--on-bad-record skip): one bad line need
+    not stop a 30 GB run, and none is dropped without a trace.
+    """
+
+    def __init__(self, on_bad: str = "error"):
+        self.on_bad = on_bad
         self.counts: dict[str, int] = {}
+        self.bad_records: list[dict] = []
 
     def add(self, reason: str, n: int = 1) -> None:
         if n:
             self.counts[reason] = self.counts.get(reason, 0) + n
+
+    def bad(self, path: Path | str, where: str, reason: str) -> None:
+        """A bad record at `where` ("line 12", "row 3", "byte 40") of file `path`."""
+        if self.on_bad != "skip":
+            raise StageError(f"{path}:{where.split()[-1]}: {reason} ({where}); "
+                             "--on-bad-record skip counts and skips such records")
+        self.add(reason.split(" (")[0])
+        self.bad_records.append({"file": str(path), "where": where, "reason": reason})
+
+    def merge(self, other: dict) -> None:
+        for k, v in other.get("skipped", {}).items():
+            self.add(k, v)
+        self.bad_records += other.get("bad_records", [])
+
+
+class Meter:
+    """Progress of a download: input bytes read (of the known total, for the rate and the
+    ETA), documents and text MB written. A bar only when a person is watching."""
+
+    def __init__(self, total_bytes: int | None, enabled: bool | None = None):
+        from tqdm import tqdm
+
+        from dataprep.progress import show_progress
+
+        self.docs = self.text_bytes = self.base = 0
+        self.bar = tqdm(total=total_bytes, desc="download", unit="B", unit_scale=True,
+                        unit_divisor=1000, leave=False,
+                        disable=not (show_progress() if enabled is None else enabled))
+
+    def at(self, pos_in_file: int) -> None:
+        """The reader has read pos_in_file bytes of the current input file."""
+        self.bar.update(max(0, self.base + pos_in_file - self.bar.n))
+
+    def file_done(self, size: int) -> None:
+        self.base += size
+        self.at(0)
+
+    def wrote(self, docs: int, nbytes: int) -> None:
+        self.docs += docs
+        self.text_bytes += nbytes
+        self.bar.set_postfix_str(f"{self.docs:,} docs, {self.text_bytes / 1e6:,.1f} MB text",
+                                 refresh=False)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def expand_inputs(spec: str) -> list[Path]:
@@ -90,11 +148,13 @@ def expand_inputs(spec: str) -> list[Path]:
     return sorted(files)
 
 
-def read_parquet(path: Path, source: str, skips: Skips, keep: list[str]) -> Iterator[pa.Table]:
+def read_parquet(path: Path, source: str, skips: Skips, keep: list[str],
+                 meter: Meter | None = None) -> Iterator[pa.Table]:
     import pyarrow.compute as pc
 
     pf = open_shard(path, require=("text",))
     has_id = "id" in pf.schema_arrow.names
+    size, total_rows = path.stat().st_size, max(1, pf.metadata.num_rows)
     row = 0
     try:
         for batch in pf.iter_batches(batch_size=BATCH_ROWS):
@@ -105,48 +165,81 @@ def read_parquet(path: Path, source: str, skips: Skips, keep: list[str]) -> Iter
             out = pa.table({"id": ids, "text": t.column("text"),
                             "source": pa.array([source] * n, pa.string()),
                             **{k: t.column(k) for k in keep}})
+            bad = invalid_utf8_rows(out.column("text"))
+            for i in bad:
+                skips.bad(path, f"row {row + i}", "invalid UTF-8")
+            if len(bad):
+                mask = np.ones(n, bool)
+                mask[bad] = False
+                out = out.filter(pa.array(mask))
             nulls = out.column("text").null_count
             if nulls:
                 skips.add("null text", nulls)
                 out = out.filter(pc.is_valid(out.column("text")))
             row += n
+            if meter:
+                meter.at(size * row // total_rows)
             yield out
     except (pa.ArrowException, OSError) as e:
         raise StageError(f"{path}: corrupt parquet data ({str(e).splitlines()[0]})") from None
+
+
+def invalid_utf8_rows(col: pa.ChunkedArray) -> list[int]:
+    """Rows of a parquet string column that are not valid UTF-8 (Arrow does not check on
+    read). The full check is one pass in C; rows are located only when it fails."""
+    try:
+        col.validate(full=True)
+        return []
+    except pa.ArrowInvalid:
+        bad = []
+        for i, v in enumerate(col.cast(pa.binary()).to_pylist()):
+            if v is not None:
+                try:
+                    v.decode("utf-8")
+                except UnicodeDecodeError:
+                    bad.append(i)
+        return bad
 
 
 def _open_text(path: Path):
     return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
 
 
-def read_jsonl(path: Path, source: str, skips: Skips, text_field: str = "text") -> Iterator[pa.Table]:
+def read_jsonl(path: Path, source: str, skips: Skips, text_field: str = "text",
+               meter: Meter | None = None) -> Iterator[pa.Table]:
     ids, texts = [], []
     try:
         with _open_text(path) as f:
+            raw_file = getattr(f, "fileobj", f)  # gzip: the compressed file's position
             for lineno, raw in enumerate(f, 1):
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise StageError(f"{path}:{lineno}: invalid UTF-8 at byte {e.start}") from None
+                    skips.bad(path, f"line {lineno}", f"invalid UTF-8 (at byte {e.start})")
+                    continue
                 if not line.strip():
                     continue
                 try:
                     rec = json.loads(line)
                 except json.JSONDecodeError as e:
-                    raise StageError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+                    skips.bad(path, f"line {lineno}", f"invalid JSON ({e.msg})")
+                    continue
                 if not isinstance(rec, dict) or text_field not in rec:
-                    raise StageError(f"{path}:{lineno}: no '{text_field}' field")
+                    skips.bad(path, f"line {lineno}", f"no '{text_field}' field")
+                    continue
                 text = rec[text_field]
                 if text is None:
                     skips.add("null text")
                     continue
                 if not isinstance(text, str):
-                    skips.add("non-string text")
+                    skips.bad(path, f"line {lineno}", f"non-string text ({type(text).__name__})")
                     continue
                 rid = rec.get("id")
                 ids.append(str(rid) if rid is not None else f"{source}#{lineno}")
                 texts.append(text)
                 if len(texts) >= BATCH_ROWS:
+                    if meter:
+                        meter.at(raw_file.tell())
                     yield _table(ids, texts, source)
                     ids, texts = [], []
     except (OSError, EOFError) as e:
@@ -161,7 +254,8 @@ def read_txt(path: Path, source: str, skips: Skips, delimiter: str | None) -> It
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise StageError(f"{path}: invalid UTF-8 at byte {e.start}") from None
+        skips.bad(path, f"byte {e.start}", "invalid UTF-8 (the whole file is skipped)")
+        return
     docs = text.split(delimiter) if delimiter else [text]
     docs = [d.strip() for d in docs]
     empty = sum(1 for d in docs if not d)
@@ -195,16 +289,22 @@ def common_metadata(paths: list[Path]) -> list[str]:
 
 
 def read_sources(paths: list[Path], skips: Skips, txt_delimiter: str | None = None,
-                 root: Path | None = None) -> Iterator[pa.Table]:
+                 root: Path | None = None, meter: Meter | None = None) -> Iterator[pa.Table]:
     keep = common_metadata(paths)
     for p in paths:
         source = str(p.relative_to(root)) if root and p.is_relative_to(root) else p.name
         if p.suffix == ".parquet":
-            yield from read_parquet(p, source, skips, keep)
+            tables = read_parquet(p, source, skips, keep, meter)
         elif p.name.endswith((".jsonl", ".jsonl.gz", ".json.gz")):
-            yield from read_jsonl(p, source, skips)
+            tables = read_jsonl(p, source, skips, meter=meter)
         else:
-            yield from read_txt(p, source, skips, txt_delimiter)
+            tables = read_txt(p, source, skips, txt_delimiter)
+        for t in tables:
+            if meter:
+                meter.wrote(t.num_rows, text_bytes(t))
+            yield t
+        if meter:
+            meter.file_done(p.stat().st_size)
 
 
 # --------------------------------------------------------------------------------------
@@ -282,32 +382,46 @@ def convert_units(units: list[tuple[str, list[Path] | None]], run: StageRun, arg
                   skips: Skips, fetch=None, root: Path | None = None) -> list[dict]:
     """Convert each unit (a list of files, or a hub file name to fetch) into shards.
 
-    A unit's shards and its skip counts are recorded in `_done/` in the staging folder,
-    so a rerun after an interruption skips finished units.
+    A unit's shards, its skip counts and its bad records are recorded in `_done/` in the
+    staging folder, so a rerun after an interruption skips finished units.
     """
-    from tqdm import tqdm
-
     done_dir = run.staging / "_done"
     done_dir.mkdir(exist_ok=True)
     records: list[dict] = []
-    for i, (name, files) in enumerate(tqdm(units, desc="convert", unit="file", disable=None)):
-        marker = done_dir / f"unit-{i:05d}.json"
-        if marker.exists():
-            done = json.loads(marker.read_text())
-        else:
-            local = files if files is not None else [fetch(name)]
-            unit_skips = Skips()
-            recs = write_shards(read_sources(local, unit_skips, args.txt_delimiter, root),
-                                run.staging, f"part-{i:05d}", args.shard_rows, args.shard_bytes)
-            done = {"unit": name, "files": recs, "skipped": unit_skips.counts}
-            write_json(marker, done)
-            if files is None and not args.keep_downloads:
-                for f in local:
-                    f.unlink(missing_ok=True)
-        records += done["files"]
-        for k, v in done["skipped"].items():
-            skips.add(k, v)
+    known = [f for _, files in units for f in (files or [])]
+    meter = Meter(sum(f.stat().st_size for f in known) if len(known) else None)
+    try:
+        for i, (name, files) in enumerate(units):
+            marker = done_dir / f"unit-{i:05d}.json"
+            if marker.exists():
+                done = json.loads(marker.read_text())
+                for f in files or []:
+                    meter.file_done(f.stat().st_size)
+            else:
+                local = files if files is not None else [fetch(name)]
+                unit_skips = Skips(args.on_bad_record)
+                recs = write_shards(read_sources(local, unit_skips, args.txt_delimiter, root,
+                                                 meter),
+                                    run.staging, f"part-{i:05d}", args.shard_rows, args.shard_bytes)
+                done = {"unit": name, "files": recs, "skipped": unit_skips.counts,
+                        "bad_records": unit_skips.bad_records}
+                write_json(marker, done)
+                if files is None and not args.keep_downloads:
+                    for f in local:
+                        f.unlink(missing_ok=True)
+            records += done["files"]
+            skips.merge(done)
+    finally:
+        meter.close()
     return records
+
+
+def write_bad_records(folder: Path, skips: Skips) -> None:
+    """report/bad_records.jsonl: every record --on-bad-record skip left out, by place."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "bad_records.jsonl", "w", encoding="utf-8") as f:
+        for r in skips.bad_records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
 
 # --------------------------------------------------------------------------------------
@@ -354,6 +468,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--download-dir", default=str(layout.DATA / "download"),
                    help="where hub files wait to be re-sharded (each is deleted once done)")
     p.add_argument("--keep-downloads", action="store_true", help="keep the fetched hub files")
+    p.add_argument("--on-bad-record", choices=["error", "skip"], default="error",
+                   help="a line that is not UTF-8 or not JSON, or a text that is not a string: "
+                        "stop with one line naming it (error, the default), or count, name and "
+                        "skip it (skip; listed in report/bad_records.jsonl)")
     add_executor_args(p)
     args = p.parse_args(argv)
     dataset = args.dataset or (None if args.input else "sample")
@@ -381,12 +499,13 @@ def main(argv: list[str] | None = None) -> int:
             {"path": str(f.relative_to(root)), "size": f.stat().st_size,
              "mtime_ns": f.stat().st_mtime_ns} for f in files]}
     config = {"dataset": dataset, "source": source_desc, "shard_rows": args.shard_rows,
-              "shard_bytes": args.shard_bytes, "txt_delimiter": args.txt_delimiter}
+              "shard_bytes": args.shard_bytes, "txt_delimiter": args.txt_delimiter,
+              "on_bad_record": args.on_bad_record}
     run = StageRun("download_data", out, config)
     if run.resumed:
         print(f"resuming in {run.staging}", file=sys.stderr)
 
-    skips = Skips()
+    skips = Skips(args.on_bad_record)
     with run.phase("download_and_shard"):
         dl = Path(args.download_dir) / (dataset or "local")
         fetch = (lambda name: fetch_hub_file(HUB[dataset], name, dl)) if dataset in HUB else None
@@ -398,8 +517,12 @@ def main(argv: list[str] | None = None) -> int:
                          + (f" (skipped: {skips.counts})" if skips.counts else ""))
     shutil.rmtree(run.staging / "_done", ignore_errors=True)
     counts = {"rows": rows, "text_bytes": sum(r["text_bytes"] for r in records),
-              "shards": len(records), "skipped": skips.counts}
-    run.commit(records, counts)
+              "shards": len(records), "skipped": skips.counts,
+              "bad_records": len(skips.bad_records)}
+    if skips.bad_records:
+        write_bad_records(run.staging / "report", skips)
+    run.commit(records, counts, extra={
+        "bad_records": skips.bad_records[:BAD_RECORDS_IN_MANIFEST]})
 
     print(describe(out))
     print("=" * 60)
@@ -407,6 +530,10 @@ def main(argv: list[str] | None = None) -> int:
               ["shards", len(records)]]
     rows_t += [[f"skipped: {k}", v] for k, v in sorted(skips.counts.items())]
     print(table(["download_data", "count"], rows_t))
+    for r in skips.bad_records[:5]:
+        print(f"skipped bad record: {r['file']} {r['where']}: {r['reason']}")
+    if skips.bad_records:
+        print(f"all {len(skips.bad_records):,} bad records: {out}/report/bad_records.jsonl")
     print(f"wrote {out}/ ({len(records)} shards) and {out}/manifest.json")
     return 0
 

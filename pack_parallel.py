@@ -12,9 +12,10 @@ What it does, in the order the tutorial asks for it:
 - 5.3 every document is followed by exactly one <|endoftext|>; text inside a document
   never becomes a special token (a literal "<|endoftext|>" is encoded as plain bytes).
 - 4.6 a tokenizer whose largest id does not fit in uint16 is refused before any work.
-- 5.5 one task per input shard: each task loads the tokenizer itself and writes its own
-  part files; the driver concatenates the parts in shard order, so the output is
-  byte-identical for any --workers and on every rerun.
+- 5.5 one task per unit of at most --task-mb MB of the input (a few row groups of one
+  shard): each task loads the tokenizer itself and writes its own part files; the
+  driver concatenates the parts in corpus order, so the output is byte-identical for any
+  --workers, any --task-mb and on every rerun.
 - Memory is bounded by --batch-rows: a task encodes a batch, writes it as uint16 and
   forgets it. It never holds a shard's ids as a Python list (36 bytes per token).
 - Speed: HF tokenizers encodes 2-3.5 MB/s per core. pack encodes with dataprep/bpe.py,
@@ -42,16 +43,17 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
-import xxhash
 
 from dataprep import layout
 from dataprep.bpe import BpeEncoder
 from dataprep.errors import StageError, run_stage
-from dataprep.executor import add_executor_args, load_task_results, run_tasks, save_task_result
+from dataprep.executor import add_executor_args, load_task_results, save_task_result
 from dataprep.manifest import MANIFEST
 from dataprep.report import human_bytes, markdown_table, save_report, table
-from dataprep.shards import iter_batches, list_shards, open_shard
+from dataprep.progress import task_progress
+from dataprep.shards import id_hashes, iter_batches, list_shards, open_shard
 from dataprep.stage import StageRun
+from dataprep.units import Unit, describe, plan_units, read_unit
 from dataprep.tokenizer import (check_fits_uint16, eos_id, load_tokenizer,
                                 ordinary_tokenizer, byte_level_unsupported, to_tiktoken,
                                 tokenizer_hash)
@@ -66,12 +68,6 @@ CHUNK = 1 << 24  # 16 MB copy blocks when concatenating parts (5.5)
 # --------------------------------------------------------------------------------------
 # 5.7: the validation split, by document, from a seeded hash of the document id.
 # --------------------------------------------------------------------------------------
-
-def id_hashes(ids: list[str], seed: int) -> np.ndarray:
-    """xxh64(id, seed) per document: a seeded, order-free 'shuffle' key."""
-    return np.fromiter((xxhash.xxh64_intdigest(str(i).encode("utf-8"), seed) for i in ids),
-                       dtype=np.uint64, count=len(ids))
-
 
 def n_val_docs(n_docs: int, val_ratio: float) -> int:
     """How many documents go to val.bin: at least one (5.7)."""
@@ -237,29 +233,42 @@ def choose_encoder(tokenizer_path: str, requested: str, texts: list[str]) -> tup
 
 
 # --------------------------------------------------------------------------------------
-# 5.5: one task per shard, each writing its own part files.
+# 5.5: one task per unit, each writing its own part files.
 # --------------------------------------------------------------------------------------
 
 def part_path(staging: str | os.PathLike, split: str, rank: int) -> Path:
     return Path(staging) / PARTS / f"{split}-{rank:05d}.bin"
 
 
-def pack_shard(rank: int, world_size: int, shards: list[str], staging: str, tokenizer: str,
-               encoder: str, seed: int, threshold: int, batch_rows: int) -> None:
-    """Task `rank`: encode shard `rank` into _parts/train-RANK.bin and _parts/val-RANK.bin.
+TOKEN_BINS = np.concatenate([[0], 2 ** np.arange(0, 21)])  # tokens per document: 0, 1, 2, 4, ...
 
-    Streams the shard batch by batch; each batch's ids go to disk as uint16 at once.
+
+def doc_lengths(arr: np.ndarray, eos: int) -> np.ndarray:
+    """Tokens of each document in a packed array (EOS excluded): document text never
+    contains the EOS id, so the EOS positions are the boundaries."""
+    ends = np.flatnonzero(arr == eos)
+    return np.diff(np.concatenate([[-1], ends])) - 1
+
+
+def pack_unit(rank: int, world_size: int, units: list[dict], staging: str, tokenizer: str,
+              encoder: str, seed: int, threshold: int, batch_rows: int) -> None:
+    """Task `rank`: encode unit `rank` into _parts/train-RANK.bin and _parts/val-RANK.bin.
+
+    Streams the unit batch by batch; each batch's ids go to disk as uint16 at once.
     Writes via temporary names, so a task killed halfway leaves nothing that looks done.
     """
+    unit = Unit(**units[rank])
     enc = get_encoder(tokenizer, encoder)
+    prog = task_progress()
     c = {s: {"docs": 0, "tokens": 0, "eos": 0, "bytes": 0} for s in ("train", "val")}
+    hist = np.zeros(len(TOKEN_BINS) - 1, np.int64)
     nulls, docs_in, val_ids = 0, 0, []
     paths = {s: part_path(staging, s, rank) for s in ("train", "val")}
     paths["train"].parent.mkdir(parents=True, exist_ok=True)
     tmp = {s: p.with_name(p.name + ".tmp") for s, p in paths.items()}
     files = {s: open(p, "wb") for s, p in tmp.items()}
     try:
-        for batch in iter_batches(shards[rank], columns=["id", "text"], batch_rows=batch_rows):
+        for batch in read_unit(unit, columns=["id", "text"], batch_rows=batch_rows):
             ids = batch.column(0).to_pylist()
             col = batch.column(1)
             texts = col.to_pylist()
@@ -276,6 +285,7 @@ def pack_shard(rank: int, world_size: int, shards: list[str], staging: str, toke
                 docs = texts if len(keep) == len(texts) else [texts[i] for i in keep]
                 arr = enc.pack(docs)
                 arr.tofile(files[split])
+                hist += np.histogram(doc_lengths(arr, enc.eos), TOKEN_BINS)[0]
                 s = c[split]
                 s["docs"] += len(docs)
                 s["tokens"] += int(arr.size)
@@ -283,13 +293,16 @@ def pack_shard(rank: int, world_size: int, shards: list[str], staging: str, toke
                 s["bytes"] += int(nbytes[keep].sum())
                 if want:
                     val_ids += [str(ids[i]) for i in keep]
+            prog.add(len(ids), int(nbytes.sum()))
     finally:
         for f in files.values():
             f.close()
     for s in tmp:
         os.replace(tmp[s], paths[s])
-    save_task_result(staging, "pack", rank, {"shard": Path(shards[rank]).name, "docs_in": docs_in,
-                                             "null_text": nulls, **c, "val_ids": val_ids})
+    save_task_result(staging, "pack", rank, {
+        "shard": Path(unit.shard).name, "rows": [unit.row_start, unit.row_start + unit.rows],
+        "docs_in": docs_in, "null_text": nulls, **c, "val_ids": val_ids,
+        "tokens_per_doc_hist": hist.tolist()})
 
 
 def concat_parts(staging: Path, split: str, tasks: int) -> Path:
@@ -355,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
 
     tok_manifest = Path(args.tokenizer).parent / MANIFEST
     config = {"val_ratio": args.val_ratio, "seed": args.seed, "encoder": args.encoder,
-              "dtype": "uint16", "tokenizer_xxh3_128": tok_hash}
+              "dtype": "uint16", "tokenizer_xxh3_128": tok_hash, "task_mb": args.task_mb}
     run = StageRun("pack_parallel", args.output, config,
                    input_manifest=Path(args.input) / MANIFEST,
                    extra_inputs={"tokenizer": tok_manifest} if tok_manifest.exists() else None,
@@ -368,14 +381,17 @@ def main(argv: list[str] | None = None) -> int:
     with run.phase("check_encoder"):
         kind, enc_info = choose_encoder(args.tokenizer, args.encoder,
                                         sample_texts(shards, args.check_bytes))
-    with run.phase("encode"):
-        run_tasks(pack_shard, len(shards), args, run.logging_dir("pack"), "pack",
-                  shards=[str(s) for s in shards], staging=str(run.staging),
-                  tokenizer=str(args.tokenizer), encoder=kind, seed=args.seed,
-                  threshold=threshold, batch_rows=args.batch_rows)
-    results = load_task_results(run.staging, "pack", len(shards))
+    units = plan_units(shards, args.task_mb)
+    print(f"pack: {describe(units)}", file=sys.stderr)
+    run.parallel("encode", pack_unit, len(units), args,
+                 total_docs=sum(u.rows for u in units),
+                 total_bytes=sum(u.text_bytes for u in units),
+                 units=[u.to_dict() for u in units], staging=str(run.staging),
+                 tokenizer=str(args.tokenizer), encoder=kind, seed=args.seed,
+                 threshold=threshold, batch_rows=args.batch_rows)
+    results = load_task_results(run.staging, "pack", len(units))
     with run.phase("concatenate"):
-        outs = {s: concat_parts(run.staging, s, len(shards)) for s in ("train", "val")}
+        outs = {s: concat_parts(run.staging, s, len(units)) for s in ("train", "val")}
 
     counts = merge_counts(results, n_docs, n_val, eos, kind, tok, args.tokenizer, tok_hash,
                           args.output)
@@ -440,16 +456,20 @@ HEADERS = ["file", "documents", "tokens", "EOS", "text", "on disk"]
 def write_reports(folder: Path, counts: dict, results: list[dict], val_ids: list[str],
                   enc_info: dict) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    per_shard = [[r["shard"], r["train"]["docs"], r["val"]["docs"], r["train"]["tokens"],
-                  r["val"]["tokens"], r["null_text"]] for r in results]
+    per_task = [[f"{r['shard']} rows {r['rows'][0]:,}-{r['rows'][1]:,}", r["train"]["docs"],
+                 r["val"]["docs"], r["train"]["tokens"], r["val"]["tokens"], r["null_text"]]
+                for r in results]
+    hist = np.sum([r["tokens_per_doc_hist"] for r in results], axis=0).tolist()
     md = ["# pack_parallel.py", "", markdown_table(HEADERS, summary_rows(counts)), "",
           f"encoder: {counts['encoder']} ({enc_info})", "",
-          f"bytes per token: {counts['bytes_per_token']}", "", "## Per shard", "",
-          markdown_table(["shard", "train docs", "val docs", "train tokens", "val tokens",
-                          "null text"], per_shard)]
-    save_report(folder, "pack_stats", {"counts": counts, "encoder": enc_info,
-                                       "shards": [{k: v for k, v in r.items() if k != "val_ids"}
-                                                  for r in results]}, "\n".join(md))
+          f"bytes per token: {counts['bytes_per_token']}", "", "## Per task", "",
+          markdown_table(["input rows", "train docs", "val docs", "train tokens", "val tokens",
+                          "null text"], per_task)]
+    save_report(folder, "pack_stats", {
+        "counts": counts, "encoder": enc_info,
+        "tokens_per_doc": {"bins": TOKEN_BINS.tolist(), "counts": hist},
+        "tasks": [{k: v for k, v in r.items() if k not in ("val_ids", "tokens_per_doc_hist")}
+                  for r in results]}, "\n".join(md))
     tmp = folder / "val_ids.txt.tmp"
     tmp.write_text("".join(f"{i}\n" for i in val_ids), encoding="utf-8")
     os.replace(tmp, folder / "val_ids.txt")

@@ -17,11 +17,13 @@ The training sample (4.7 step 2):
   integers (HF tokenizers issue 2058): a pair seen more than 2,147,483,647 times wraps
   negative and is silently dropped. A sample of fewer than 2^31 bytes holds fewer than
   2^31 adjacent byte pairs, so no count can wrap.
-- drawn evenly: every shard gives the same share of its bytes, picked by a seeded random
-  permutation of its rows. Only the text column is read, with pyarrow; row lengths, the
-  choice and the cropping happen in Arrow/numpy, and only the chosen documents ever
-  become Python strings. So the sample keeps the corpus's language mix (printed, with
-  its English/Chinese share), unlike a stride over a stream (4.7) that reads every row.
+- drawn evenly: a document is in the sample when a seeded hash of its id falls in the
+  sample's share of the hash range (the held-out share comes first), so every part of
+  the corpus gives the same share of its bytes, and the choice depends neither on
+  --workers nor on how the input is cut into tasks. Tasks stream their rows in record
+  batches; row lengths, the choice and the cropping happen in Arrow/numpy, and only the
+  chosen documents ever become Python strings. So the sample keeps the corpus's language
+  mix (printed, with its English/Chinese share), unlike a stride over a stream (4.7).
 - documents longer than --max-doc-chars (100,000) are cropped: BpeTrainer's memory grows
   with the number of distinct words, and one huge document (a log dump, a concatenated
   book) would otherwise weigh as much as thousands of ordinary ones.
@@ -72,11 +74,12 @@ import pyarrow.parquet as pq
 
 from dataprep import layout
 from dataprep.errors import StageError, run_stage
-from dataprep.executor import add_executor_args, load_task_results, run_tasks, save_task_result
+from dataprep.executor import add_executor_args, load_task_results, save_task_result
 from dataprep.manifest import MANIFEST, read_manifest, write_json
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import ShardWriter, file_record, list_shards, open_shard, read_table
 from dataprep.stage import StageRun
+from dataprep.units import plan_units
 from dataprep.tokenizer import EOS_TOKEN, SPECIAL_TOKENS, max_token_id, ordinary_tokenizer
 
 PAIR_COUNT_LIMIT = 2**31 - 1   # BpeTrainer's i32 pair counts (tokenizers issue 2058)
@@ -134,40 +137,35 @@ def plan_sample(total: int, sample_ratio: float, min_bytes: int, max_bytes: int,
     return heldout, min(want, rest)
 
 
-def quotas(total_target: int, shard_bytes: list[int]) -> list[int]:
-    """Split a byte target over shards in proportion to their size (each shard its share)."""
-    total = sum(shard_bytes)
-    if total == 0:
-        return [0] * len(shard_bytes)
-    return [int(round(total_target * b / total)) for b in shard_bytes]
-
-
 # --------------------------------------------------------------------------------------
-# Task: sample one shard (runs once per input shard, through datatrove).
+# Task: sample one unit of the input (runs once per unit, through datatrove).
 # --------------------------------------------------------------------------------------
 
-def choose_rows(lengths: np.ndarray, seed: int, rank: int, heldout_quota: int,
-                train_quota: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row indices (sorted) held out and sampled for training, disjoint.
+HASH_RANGE = 2 ** 64
 
-    A seeded permutation of the rows, walked in order: rows go to the held-out set until
-    it reaches its byte quota, then to the sample until that reaches its quota. The
-    choice depends only on (seed, shard index, row lengths), never on --workers.
-    """
-    n = len(lengths)
-    perm = np.random.default_rng([seed, rank]).permutation(n)
-    cum = np.cumsum(lengths[perm])
 
-    def take_until(start: int, quota: int) -> int:
-        """Index (in perm) after the rows from `start` that first reach `quota` bytes."""
-        if quota <= 0 or start >= n:
-            return start
-        base = cum[start - 1] if start > 0 else 0
-        return min(n, int(np.searchsorted(cum, base + quota, side="left")) + 1)
+def share_cuts(heldout_share: float, train_share: float) -> tuple[int, int]:
+    """Hash cut points: a document whose id hash h is below the first is held out; from
+    the first to below the second, it is in the training sample."""
+    held = min(HASH_RANGE, int(heldout_share * HASH_RANGE))
+    return held, min(HASH_RANGE, held + int(train_share * HASH_RANGE))
 
-    h_end = take_until(0, heldout_quota)
-    t_end = take_until(h_end, train_quota)
-    return np.sort(perm[:h_end]), np.sort(perm[h_end:t_end])
+
+def choose_rows(hashes: np.ndarray, lengths: np.ndarray, cuts: tuple[int, int]
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices (sorted) held out and sampled for training: disjoint, empty rows never.
+
+    Decided per document by its seeded id hash alone (section 4.7 asks for a sample
+    that keeps the corpus's mix): not by row position, task or worker."""
+    held_cut, train_cut = cuts
+    nonempty = lengths > 0
+    if held_cut >= HASH_RANGE:
+        held = nonempty
+    else:
+        held = nonempty & (hashes < np.uint64(held_cut))
+    train = nonempty & ~held & (True if train_cut >= HASH_RANGE
+                                else hashes < np.uint64(train_cut))
+    return np.flatnonzero(held), np.flatnonzero(train)
 
 
 # Byte classes for the language mix: 1 = lead byte of a Chinese character (CJK ideographs
@@ -219,54 +217,80 @@ def doc_languages(han: np.ndarray, letters: np.ndarray) -> np.ndarray:
     return np.where(han > letters, "zh", np.where(letters > 0, "en", ""))
 
 
-def sample_shard(rank: int, world_size: int, shards: list[str], staging: str,
-                 heldout_quotas: list[int], train_quotas: list[int], seed: int,
-                 max_doc_chars: int) -> None:
-    """Task `rank`: write the held-out and training rows of shard `rank` into staging."""
+class _SampleSplit:
+    """The held-out or the training part of one unit: a shard file and its counts."""
+
+    def __init__(self, path: Path, schema: pa.Schema):
+        self.writer = ShardWriter(path, schema)
+        self.docs = self.bytes = self.han = self.letters = self.zh = self.en = 0
+
+    def add(self, texts: pa.Array, lang: np.ndarray | None, han: np.ndarray,
+            letters: np.ndarray) -> None:
+        cols = {"text": texts.cast(pa.string())}
+        if lang is not None:
+            cols["lang"] = pa.array(lang, pa.string())
+        self.writer.write(pa.table(cols))
+        langs = doc_languages(han, letters)
+        self.docs += len(texts)
+        self.bytes += int(pc.sum(pc.binary_length(texts)).as_py() or 0)
+        self.han += int(han.sum())
+        self.letters += int(letters.sum())
+        self.zh += int((langs == "zh").sum())
+        self.en += int((langs == "en").sum())
+
+
+def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
+                heldout_share: float, train_share: float, seed: int,
+                max_doc_chars: int) -> None:
+    """Task `rank`: write the held-out and training rows of unit `rank` into staging."""
+    from dataprep.progress import task_progress
+    from dataprep.shards import id_hashes
+    from dataprep.units import read_unit
+
     out = Path(staging) / SAMPLE_DIR
     out.mkdir(parents=True, exist_ok=True)
-    col = read_table(shards[rank], columns=["text"]).column("text").combine_chunks()
-    col = col.fill_null("")  # a null text counts as an empty document: never sampled
-    lengths = pc.binary_length(col).to_numpy(zero_copy_only=False).astype(np.int64)
-    held_idx, train_idx = choose_rows(lengths, seed, rank, heldout_quotas[rank],
-                                      train_quotas[rank])
-    # empty documents teach nothing and measure nothing
-    held_idx = held_idx[lengths[held_idx] > 0]
-    train_idx = train_idx[lengths[train_idx] > 0]
+    cuts = share_cuts(heldout_share, train_share)
+    held = _SampleSplit(out / f"heldout-{rank:05d}.parquet",
+                        pa.schema([("text", pa.string()), ("lang", pa.string())]))
+    train = _SampleSplit(out / f"train-{rank:05d}.parquet", pa.schema([("text", pa.string())]))
+    prog = task_progress()
+    docs_in = bytes_in = cropped = before_crop = chars = 0
+    for batch in read_unit(units[rank], columns=["id", "text"]):
+        col = batch.column(1).fill_null("")  # a null text is an empty document: never sampled
+        lengths = pc.binary_length(col).to_numpy(zero_copy_only=False).astype(np.int64)
+        h_idx, t_idx = choose_rows(id_hashes(batch.column(0).to_pylist(), seed), lengths, cuts)
+        docs_in += len(lengths)
+        bytes_in += int(lengths.sum())
 
-    held = col.take(pa.array(held_idx, pa.int64()))
-    h_han, h_lat = script_counts(held)
-    lang = doc_languages(h_han, h_lat)
-    w = ShardWriter(out / f"heldout-{rank:05d}.parquet",
-                    pa.schema([("text", pa.string()), ("lang", pa.string())]))
-    w.write(pa.table({"text": held.cast(pa.string()), "lang": pa.array(lang, pa.string())}))
-    w.close()
+        h_text = col.take(pa.array(h_idx, pa.int64()))
+        h_han, h_lat = script_counts(h_text)
+        held.add(h_text, doc_languages(h_han, h_lat), h_han, h_lat)
 
-    train = col.take(pa.array(train_idx, pa.int64()))
-    chars = pc.utf8_length(train).to_numpy(zero_copy_only=False)
-    cropped = int((chars > max_doc_chars).sum())
-    if cropped:
-        train = pc.utf8_slice_codeunits(train, 0, max_doc_chars)  # codepoints, not bytes
-    han, lat = script_counts(train)
-    w = ShardWriter(out / f"train-{rank:05d}.parquet", pa.schema([("text", pa.string())]))
-    w.write(pa.table({"text": train.cast(pa.string())}))
-    w.close()
-
-    langs = doc_languages(han, lat)
+        t_text = col.take(pa.array(t_idx, pa.int64()))
+        n_chars = pc.utf8_length(t_text).to_numpy(zero_copy_only=False)
+        if (n_chars > max_doc_chars).any():
+            cropped += int((n_chars > max_doc_chars).sum())
+            t_text = pc.utf8_slice_codeunits(t_text, 0, max_doc_chars)  # codepoints, not bytes
+        before_crop += int(lengths[t_idx].sum())
+        chars += int(pc.sum(pc.utf8_length(t_text)).as_py() or 0)
+        train.add(t_text, None, *script_counts(t_text))
+        prog.add(len(lengths), int(lengths.sum()))
+    held.writer.close()
+    train.writer.close()
     save_task_result(staging, "sample", rank, {
-        "docs_in": len(lengths),
-        "bytes_in": int(lengths.sum()),
-        "sample_docs": len(train_idx),
-        "sample_bytes_before_crop": int(lengths[train_idx].sum()),
-        "sample_bytes": int(pc.sum(pc.binary_length(train)).as_py() or 0),
-        "sample_chars": int(pc.sum(pc.utf8_length(train)).as_py() or 0),
+        "docs_in": docs_in,
+        "bytes_in": bytes_in,
+        "sample_docs": train.docs,
+        "sample_bytes_before_crop": before_crop,
+        "sample_bytes": train.bytes,
+        "sample_chars": chars,
         "cropped_docs": cropped,
-        "han_chars": int(han.sum()),
-        "ascii_letters": int(lat.sum()),
-        "zh_docs": int((langs == "zh").sum()),
-        "en_docs": int((langs == "en").sum()),
-        "heldout_docs": len(held_idx),
-        "heldout_bytes": int(lengths[held_idx].sum()),
+        "han_chars": train.han,
+        "ascii_letters": train.letters,
+        "zh_docs": train.zh,
+        "en_docs": train.en,
+        "heldout_docs": held.docs,
+        "heldout_bytes": held.bytes,
     })
 
 
@@ -538,19 +562,19 @@ def main(argv: list[str] | None = None) -> int:
     if run.resumed:
         print(f"resuming in {run.staging}", file=sys.stderr)
 
-    sizes = shard_text_bytes(inp, shards)
-    total = sum(sizes)
+    total = sum(shard_text_bytes(inp, shards))
     if total == 0:
         raise StageError(f"{inp}: the shards hold no text")
     heldout_target, sample_target = plan_sample(total, args.sample_ratio, args.min_bytes,
                                                 args.max_bytes, args.heldout_bytes)
-    with run.phase("sample"):
-        run_tasks(sample_shard, len(shards), args, run.logging_dir("sample"), "sample",
-                  shards=[str(s) for s in shards], staging=str(run.staging),
-                  heldout_quotas=quotas(heldout_target, sizes),
-                  train_quotas=quotas(sample_target, sizes), seed=args.seed,
-                  max_doc_chars=args.max_doc_chars)
-    s = merge_counts(load_task_results(run.staging, "sample", len(shards)))
+    units = plan_units(shards, args.task_mb)
+    run.parallel("sample", sample_unit, len(units), args,
+                 total_docs=sum(u.rows for u in units), total_bytes=sum(u.text_bytes for u in units),
+                 units=[u.to_dict() for u in units], staging=str(run.staging),
+                 heldout_share=heldout_target / total, train_share=sample_target / total,
+                 seed=args.seed, max_doc_chars=args.max_doc_chars)
+    tasks = len(units)
+    s = merge_counts(load_task_results(run.staging, "sample", tasks))
     mix = s["han_chars"] + s["ascii_letters"]
     print(f"training sample: {s['sample_docs']:,} documents, {human_bytes(s['sample_bytes'])} "
           f"({pct(s['sample_bytes'], total)} of {human_bytes(total)}); mix: Chinese characters "
@@ -561,13 +585,13 @@ def main(argv: list[str] | None = None) -> int:
 
     with run.phase("train"):
         t = time.time()
-        tok = train(iter_sample(run.staging, len(shards)), args.vocab_size, args.min_frequency)
+        tok = train(iter_sample(run.staging, tasks), args.vocab_size, args.min_frequency)
         train_secs = time.time() - t
-    heldout = read_heldout(run.staging, len(shards))
+    heldout = read_heldout(run.staging, tasks)
     with run.phase("verify"):
         held_texts = heldout.column("text").to_pylist()
         real = held_texts[:REAL_DOCS_CHECKED // 2]
-        real += next(iter_sample(run.staging, len(shards), REAL_DOCS_CHECKED - len(real)), [])
+        real += next(iter_sample(run.staging, tasks, REAL_DOCS_CHECKED - len(real)), [])
         verification = verify(tok, args.vocab_size, s["sample_bytes"], real)
     with run.phase("compression"):
         comp = measure_compression(tok, heldout)

@@ -10,7 +10,7 @@ core), side by side in one run:
 - reference: the tutorial's 5.5 `encode_shard`: `tok.encode(t).ids` per document,
   `ids.extend`, then `np.array(ids, dtype=np.uint16).tofile(path)`;
 - raw tiktoken: `enc.encode_ordinary(t)` per document with the same vocabulary, nothing else;
-- pack: pack_parallel.pack_shard on the same documents in a parquet shard, i.e. the real
+- pack: pack_parallel.pack_unit on the same documents in a parquet shard, i.e. the real
   task: parquet read, val split, encode (the default compiled BPE), uint16 part files;
 - pack --encoder tiktoken: the same task through tiktoken (no target; for comparison).
 
@@ -70,9 +70,12 @@ def raw_tiktoken(enc, texts: list[str]) -> int:
 def our_pack(tokenizer: str, shard: Path, staging: Path, encoder: str = "numba") -> int:
     import pack_parallel as pp
 
+    from dataprep.units import plan_units
+
     pp._ENCODERS.clear()  # load the tokenizer inside the timed region, as a task does
-    pp.pack_shard(0, 1, shards=[str(shard)], staging=str(staging), tokenizer=tokenizer,
-                  encoder=encoder, seed=42, threshold=0, batch_rows=1024)
+    units = [u.to_dict() for u in plan_units([shard], task_mb=1e6)]  # one task, like before
+    pp.pack_unit(0, 1, units=units, staging=str(staging), tokenizer=tokenizer,
+                 encoder=encoder, seed=42, threshold=0, batch_rows=1024)
     return sum(pp.part_path(staging, s, 0).stat().st_size // 2 for s in ("train", "val"))
 
 

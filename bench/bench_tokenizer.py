@@ -10,7 +10,7 @@ training thread (RAYON_NUM_THREADS=1, set before tokenizers starts its pool):
   streaming=True)`, every row through Python, `i % int(1 / sample_ratio)` to pick rows
   (sample_ratio 1.0 here so both train on all the text), batches of 1000, BpeTrainer;
 - ours: what train_tokenizer.py does: per shard, the text column read with pyarrow and
-  the rows chosen in numpy (sample_shard, no held-out part so both train on the same
+  the rows chosen in numpy (sample_unit, no held-out part so both train on the same
   bytes), the sample streamed back in batches, BpeTrainer, then the checks of 4.7 step 5
   and the compression measurement that the stage runs before saving.
 
@@ -94,15 +94,16 @@ def ours(paths: list[str], vocab: int, staging: Path):
 
     import train_tokenizer as tt
     from dataprep.shards import open_shard
+    from dataprep.units import plan_units
 
+    units = [u.to_dict() for u in plan_units([Path(p) for p in paths])]
     sizes = [int(tt.pc.sum(tt.pc.binary_length(open_shard(p).read(columns=["text"])
                                                .column("text"))).as_py()) for p in paths]
-    train_q = tt.quotas(sum(sizes), sizes)
-    for rank in range(len(paths)):
-        tt.sample_shard(rank, len(paths), paths, str(staging), [0] * len(paths), train_q,
-                        seed=0, max_doc_chars=100_000)
-    tok = tt.train(tt.iter_sample(staging, len(paths)), vocab, min_frequency=2)
-    real = next(tt.iter_sample(staging, len(paths), tt.REAL_DOCS_CHECKED), [])
+    for rank in range(len(units)):
+        tt.sample_unit(rank, len(units), units, str(staging), 0.0, 1.0, seed=0,
+                       max_doc_chars=100_000)
+    tok = tt.train(tt.iter_sample(staging, len(units)), vocab, min_frequency=2)
+    real = next(tt.iter_sample(staging, len(units), tt.REAL_DOCS_CHECKED), [])
     tt.verify(tok, vocab, sum(sizes), real)
     tt.measure_compression(tok, pa.table({"text": real, "lang": ["en"] * len(real)}))
     return tok
@@ -116,15 +117,13 @@ def sample_reference(paths: list[str], ratio: float) -> int:
 def sample_ours(paths: list[str], ratio: float, staging: Path) -> int:
     """Drawing it the stage's way: text column in Arrow, rows chosen in numpy."""
     import train_tokenizer as tt
-    from dataprep.shards import open_shard
+    from dataprep.units import plan_units
 
-    sizes = [int(tt.pc.sum(tt.pc.binary_length(open_shard(p).read(columns=["text"])
-                                               .column("text"))).as_py()) for p in paths]
-    train_q = tt.quotas(int(sum(sizes) * ratio), sizes)
-    for rank in range(len(paths)):
-        tt.sample_shard(rank, len(paths), paths, str(staging), [0] * len(paths), train_q,
-                        seed=0, max_doc_chars=100_000)
-    return sum(len(b) for b in tt.iter_sample(staging, len(paths)))
+    units = [u.to_dict() for u in plan_units([Path(p) for p in paths])]
+    for rank in range(len(units)):
+        tt.sample_unit(rank, len(units), units, str(staging), 0.0, ratio, seed=0,
+                       max_doc_chars=100_000)
+    return sum(len(b) for b in tt.iter_sample(staging, len(units)))
 
 
 def floor(texts: list[str], vocab: int):
@@ -148,7 +147,7 @@ def run(corpus_texts: list[str], quick: bool = False) -> dict:
                          ("BpeTrainer alone, texts in memory", lambda: floor(corpus_texts, vocab)),
                          ("sampling 5%: tutorial corpus_iter (every row through Python)",
                           lambda: sample_reference(paths, 0.05)),
-                         ("sampling 5%: train_tokenizer.py sample_shard (Arrow + numpy)",
+                         ("sampling 5%: train_tokenizer.py sample_unit (Arrow + numpy)",
                           lambda: sample_ours(paths, 0.05, Path(td) / "staging5"))):
             t = time.process_time()
             w = time.time()

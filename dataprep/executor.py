@@ -1,12 +1,18 @@
 """Executor selection: every parallel phase of every stage runs through datatrove.
 
 A phase is a function `fn(rank, world_size, **kwargs)` that does task `rank` (usually:
-read input shard `rank`, write output shard `rank`). `run_tasks` wraps it as a datatrove
-pipeline step and runs it with LocalPipelineExecutor (default), RayPipelineExecutor or
-SlurmPipelineExecutor, so the code a laptop runs is the code a cluster runs. Tasks are
-fixed by the data (one per shard), workers only decide how many run at once, so the
-output never depends on --workers. datatrove's completion markers let a rerun skip the
-tasks a killed run had finished.
+read work unit `rank` of the input, write output shard `rank`; see dataprep.units).
+`run_tasks` wraps it as a datatrove pipeline step and runs it with LocalPipelineExecutor
+(default), RayPipelineExecutor or SlurmPipelineExecutor, so the code a laptop runs is the
+code a cluster runs. Tasks are fixed by the data (units of at most --task-mb MB),
+workers only decide how many run at once, so the output never depends on --workers.
+datatrove's completion markers let a rerun skip the tasks a killed run had finished.
+
+Every task reports its documents, bytes, CPU time and peak memory (dataprep.progress);
+the driver shows one progress bar and records each phase's core use. No orphans: a
+process forked by a stage (a pool worker, the pool's manager) exits within a second
+once its parent is gone, and a local task also watches the driver itself, so a driver
+killed by SIGKILL or the OOM killer does not leave workers holding memory.
 """
 
 from __future__ import annotations
@@ -17,17 +23,23 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Callable
 
+from . import progress as prog
 from .errors import StageError
 from .layout import default_workers
+from .units import DEFAULT_TASK_MB
 
 
 def add_executor_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("execution")
     g.add_argument("--workers", type=int, default=default_workers(),
                    help="tasks run at once (default: all cores); never changes the output")
+    g.add_argument("--task-mb", type=float, default=DEFAULT_TASK_MB,
+                   help=f"text per task, in MB (default {DEFAULT_TASK_MB:g}): the input is cut "
+                        "into tasks of at most this size, whatever --workers is")
     g.add_argument("--executor", choices=["local", "ray", "slurm"], default="local",
                    help="datatrove executor (default: local)")
     g.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),
@@ -48,10 +60,16 @@ def fn_ref(fn: Callable) -> str:
 
 
 class ShardTask:
-    """A datatrove pipeline step that calls `fn(rank, world_size, **kwargs)` for its task."""
+    """A datatrove pipeline step that calls `fn(rank, world_size, **kwargs)` for its task.
 
-    def __init__(self, ref: str, kwargs: dict, name: str, sys_path: list[str], cwd: str):
+    Around the call it keeps the task's progress record (in `progress_dir`), and on the
+    local executor it watches the driver (`driver_pid`) and exits when the driver is gone.
+    """
+
+    def __init__(self, ref: str, kwargs: dict, name: str, sys_path: list[str], cwd: str,
+                 progress_dir: str | None = None, driver_pid: int | None = None):
         self.ref, self.kwargs, self.name, self.sys_path, self.cwd = ref, kwargs, name, sys_path, cwd
+        self.progress_dir, self.driver_pid = progress_dir, driver_pid
 
     def __repr__(self) -> str:
         return f"ShardTask({self.name}: {self.ref})"
@@ -63,10 +81,77 @@ class ShardTask:
         # Ray and Slurm workers start elsewhere: relative paths are the driver's
         if os.getcwd() != self.cwd:
             os.chdir(self.cwd)
+        if self.driver_pid and self.driver_pid != os.getpid():
+            watch_process(self.driver_pid)
         module, _, func = self.ref.partition(":")
         fn = getattr(importlib.import_module(module), func)
-        fn(rank=rank, world_size=world_size, **self.kwargs)
+        prog.start_task(self.progress_dir, rank)
+        try:
+            fn(rank=rank, world_size=world_size, **self.kwargs)
+        finally:
+            prog.end_task()
         return None
+
+
+# --------------------------------------------------------------------------------------
+# No orphans: a forked process exits when its parent (or the driver) is gone.
+# --------------------------------------------------------------------------------------
+
+WATCH_EVERY = 0.5  # seconds
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of a live process (None when it is gone or a zombie), so
+    that a recycled pid is not mistaken for the process we watch."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] in (b"Z", b"X") else fields[19].decode()
+
+
+def _alive(pid: int, started: str | None) -> bool:
+    if os.path.isdir("/proc"):
+        return _start_time(pid) == started if started else _start_time(pid) is not None
+    try:  # pragma: no cover - no /proc (macOS): the pid alone
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+_WATCHED: set[int] = set()
+
+
+def watch_process(pid: int, parent: bool = False) -> None:
+    """Exit this process (at once, status 1) within WATCH_EVERY seconds of `pid` dying.
+
+    With parent=True, also exit when this process is re-parented (its parent died)."""
+    if pid in _WATCHED:
+        return
+    _WATCHED.add(pid)
+    started = _start_time(pid) if os.path.isdir("/proc") else None
+
+    def watch():
+        while True:
+            time.sleep(WATCH_EVERY)
+            if (parent and os.getppid() != pid) or not _alive(pid, started):
+                os._exit(1)
+
+    threading.Thread(target=watch, name=f"watch-{pid}", daemon=True).start()
+
+
+def _watch_parent_after_fork() -> None:
+    _WATCHED.clear()  # the parent's watches do not hold in the child
+    watch_process(os.getppid(), parent=True)
+
+
+# Every process forked by a stage's processes (the pool's workers, its manager) watches
+# its parent. Forks come only from multiprocessing here; subprocess does not run these.
+os.register_at_fork(after_in_child=_watch_parent_after_fork)
 
 
 def _quiet(verbose: bool) -> None:
@@ -137,36 +222,39 @@ def build_executor(step: ShardTask, tasks: int, args: argparse.Namespace, loggin
 
 
 def run_tasks(fn: Callable, tasks: int, args: argparse.Namespace, logging_dir: Path,
-              name: str, progress: bool = True, **kwargs) -> None:
-    """Run fn for ranks 0..tasks-1 through the chosen executor; skip tasks already done."""
+              name: str, progress: bool = True, total_docs: int = 0, total_bytes: int = 0,
+              **kwargs) -> dict:
+    """Run fn for ranks 0..tasks-1 through the chosen executor; skip tasks already done.
+
+    Returns the phase's resources (dataprep.progress.phase_resources): task CPU seconds,
+    core use and the largest worker's peak RSS. total_docs / total_bytes size the
+    progress bar."""
     if tasks <= 0:
-        return
+        return {"tasks": 0}
     sys_path = [str(Path(__file__).resolve().parent.parent)]
-    step = ShardTask(fn_ref(fn), kwargs, name, sys_path, os.getcwd())
     logging_dir = Path(logging_dir)
+    kind = getattr(args, "executor", "local")
+    step = ShardTask(fn_ref(fn), kwargs, name, sys_path, os.getcwd(),
+                     progress_dir=str(logging_dir.resolve()),
+                     driver_pid=os.getpid() if kind == "local" else None)
     _quiet(getattr(args, "verbose", False))
     ex = build_executor(step, tasks, args, logging_dir, name)
-    stop = threading.Event()
-    bar = None
-    if progress and tasks > 1:
-        bar = threading.Thread(target=_progress, args=(logging_dir, tasks, name, stop), daemon=True)
-        bar.start()
-    try:
+    t0 = time.time()
+    with prog.ProgressBar(logging_dir, name, total_bytes, total_docs,
+                          enabled=None if progress else False):
         try:
             ex.run()
         except subprocess.CalledProcessError as e:  # sbatch refused the job
             raise StageError(f"{name}: {' '.join(map(str, e.cmd))} failed with exit {e.returncode}"
                              f"{': ' + e.output.decode(errors='replace').strip() if e.output else ''}") from None
-        if getattr(args, "executor", "local") == "slurm":
+        if kind == "slurm":
             _wait_for_slurm(ex, logging_dir, tasks, name)
-    finally:
-        stop.set()
-        if bar:
-            bar.join()
     done = _completed(logging_dir)
     if done < tasks:
         raise StageError(f"{name}: only {done} of {tasks} tasks finished; "
                          f"see {logging_dir}/logs and rerun to resume")
+    return prog.phase_resources(logging_dir, tasks, int(getattr(args, "workers", 1) or 1),
+                                time.time() - t0)
 
 
 def _completed(logging_dir: Path) -> int:
@@ -191,17 +279,6 @@ def _wait_for_slurm(ex, logging_dir: Path, tasks: int, name: str, poll: float = 
         if not queued and _completed(logging_dir) < tasks:
             return  # the caller reports the missing tasks
         time.sleep(poll)
-
-
-def _progress(logging_dir: Path, tasks: int, name: str, stop: threading.Event) -> None:
-    from tqdm import tqdm
-
-    with tqdm(total=tasks, desc=name, unit="task", leave=False, disable=None) as bar:
-        while True:
-            bar.update(_completed(logging_dir) - bar.n)
-            if stop.wait(0.5):
-                bar.update(_completed(logging_dir) - bar.n)
-                return
 
 
 RESULTS_DIR = "_results"  # in the staging folder; StageRun.commit does not publish it

@@ -1,7 +1,8 @@
 """Reading and writing the parquet shards that flow between stages.
 
 A stage's input and output directories hold `*.parquet` shards (zstd) with at least the
-columns `id` and `text`. Later stages parallelise by shard: task i reads shard i.
+columns `id` and `text`, written in row groups of bounded size. Later stages cut them
+into tasks of a few row groups each (dataprep.units), read in record batches.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
@@ -21,6 +23,7 @@ TEXT = "text"
 ID = "id"
 COMPRESSION = "zstd"
 ROW_GROUP_ROWS = 8192
+ROW_GROUP_BYTES = 1 << 20  # text per row group: the finest cut of a task (dataprep.units)
 
 
 def list_shards(input_dir: str | os.PathLike) -> list[Path]:
@@ -75,38 +78,94 @@ def read_table(path: str | os.PathLike, columns: list[str] | None = None) -> pa.
 
 def write_table(path: str | os.PathLike, table: pa.Table) -> dict:
     """Write one shard (zstd) via a temporary name; return its file record for the manifest."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp, compression=COMPRESSION, row_group_size=ROW_GROUP_ROWS)
-    os.replace(tmp, path)
-    return file_record(path, rows=table.num_rows,
-                       text_bytes=text_bytes(table) if TEXT in table.column_names else 0)
+    w = ShardWriter(path, table.schema)
+    w.write(table)
+    return w.close()
+
+
+def writer_options(schema: pa.Schema) -> dict:
+    """How every shard is encoded. The text column is never dictionary-encoded (documents
+    are unique: the attempt costs time and saves nothing) and keeps no min/max statistics."""
+    small = [f.name for f in schema if f.name != TEXT]
+    return {"compression": COMPRESSION, "use_dictionary": small,
+            "write_statistics": small}
 
 
 class ShardWriter:
-    """Write a shard incrementally, batch by batch, in bounded memory."""
+    """Write a shard incrementally, batch by batch, in bounded memory.
+
+    Rows are buffered into row groups of at most ROW_GROUP_ROWS rows and ROW_GROUP_BYTES
+    of text (a longer document is a row group alone). Where a row group ends depends only
+    on the rows written, not on how they were batched, so the file's bytes do not either.
+    Row groups are the pieces a later stage's tasks are cut from (dataprep.units).
+    """
 
     def __init__(self, path: str | os.PathLike, schema: pa.Schema):
         self.path = Path(path)
         self.tmp = self.path.with_name(self.path.name + ".tmp")
         self.schema = schema
-        self.writer = pq.ParquetWriter(self.tmp, schema, compression=COMPRESSION)
+        self.writer = pq.ParquetWriter(self.tmp, schema, **writer_options(schema))
         self.rows = 0
         self.text_bytes = 0
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if batch.num_rows == 0:
             return
         table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-        self.writer.write_table(table.cast(self.schema), row_group_size=ROW_GROUP_ROWS)
+        table = table.cast(self.schema) if table.schema != self.schema else table
         self.rows += table.num_rows
         if TEXT in table.column_names:
             self.text_bytes += text_bytes(table)
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        """Write every complete row group buffered (all of them when final)."""
+        if not self._pending_rows:
+            return
+        pending = pa.concat_tables(self._pending) if len(self._pending) > 1 else self._pending[0]
+        sizes = _row_sizes(pending)
+        start = 0
+        n = pending.num_rows
+        while start < n:
+            stop = _group_end(sizes, start)
+            if stop >= n and not final:
+                break  # the group may still grow: wait for more rows
+            # one contiguous chunk per row group: the page layout then depends on the
+            # rows alone, not on how they arrived
+            group = pending.slice(start, stop - start).combine_chunks()
+            self.writer.write_table(group, row_group_size=stop - start)
+            start = stop
+        rest = pending.slice(start) if start < n else None
+        self._pending = [rest] if rest is not None else []
+        self._pending_rows = n - start
 
     def close(self) -> dict:
+        self._flush(final=True)
         self.writer.close()
         os.replace(self.tmp, self.path)
         return file_record(self.path, rows=self.rows, text_bytes=self.text_bytes)
+
+
+def _row_sizes(table: pa.Table) -> np.ndarray:
+    import pyarrow.compute as pc
+
+    if TEXT not in table.column_names:
+        return np.zeros(table.num_rows, np.int64)
+    return pc.binary_length(table.column(TEXT)).fill_null(0).to_numpy(
+        zero_copy_only=False).astype(np.int64)
+
+
+def _group_end(sizes: np.ndarray, start: int) -> int:
+    """End of the row group that starts at `start`: as many rows as fit in ROW_GROUP_ROWS
+    rows and ROW_GROUP_BYTES of text, and at least one."""
+    stop = min(len(sizes), start + ROW_GROUP_ROWS)
+    cum = np.cumsum(sizes[start:stop])
+    fit = int(np.searchsorted(cum, ROW_GROUP_BYTES, side="right"))
+    return start + max(1, fit)
 
 
 def text_bytes(table: pa.Table | pa.RecordBatch) -> int:
@@ -116,6 +175,12 @@ def text_bytes(table: pa.Table | pa.RecordBatch) -> int:
     col = table.column(TEXT)
     total = pc.sum(pc.binary_length(col)).as_py()
     return int(total or 0)
+
+
+def id_hashes(ids: list, seed: int) -> np.ndarray:
+    """xxh64(id, seed) per document: a seeded, order-free key for sampling and splits."""
+    return np.fromiter((xxhash.xxh64_intdigest(str(i).encode("utf-8"), seed) for i in ids),
+                       dtype=np.uint64, count=len(ids))
 
 
 def file_digest(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
@@ -137,24 +202,28 @@ def _first_line(e: BaseException) -> str:
     return s[0] if s else type(e).__name__
 
 
-def filter_shard(src: str | os.PathLike, dst: str | os.PathLike, keep, batch_rows: int = 4096) -> dict:
-    """Copy the rows of shard `src` whose entry in the boolean array `keep` is true.
-
-    Streams batch by batch; the schema is kept as it is. Returns the file record.
-    """
-    import numpy as np
-
+def filter_shard(src: str | os.PathLike, dst: str | os.PathLike, keep, batch_rows: int = 4096,
+                 row_groups: range | None = None) -> dict:
+    """Copy the rows of shard `src` (or of its row groups `row_groups`) whose entry in the
+    boolean array `keep` is true, batch by batch; the schema is kept as it is. Returns
+    the file record."""
     keep = np.asarray(keep, dtype=bool)
     pf = open_shard(src)
-    if keep.shape[0] != pf.metadata.num_rows:
-        raise StageError(f"{src}: {pf.metadata.num_rows} rows but a keep mask of {keep.shape[0]}")
+    md = pf.metadata
+    groups = range(md.num_row_groups) if row_groups is None else row_groups
+    rows = sum(md.row_group(i).num_rows for i in groups)
+    if keep.shape[0] != rows:
+        raise StageError(f"{src}: {rows} rows but a keep mask of {keep.shape[0]}")
     w = ShardWriter(dst, pf.schema_arrow)
     start = 0
-    for batch in iter_batches(src, batch_rows=batch_rows):
-        m = keep[start:start + batch.num_rows]
-        start += batch.num_rows
-        if m.all():
-            w.write(batch)
-        elif m.any():
-            w.write(batch.filter(pa.array(m)))
+    try:
+        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=groups):
+            m = keep[start:start + batch.num_rows]
+            start += batch.num_rows
+            if m.all():
+                w.write(batch)
+            elif m.any():
+                w.write(batch.filter(pa.array(m)))
+    except (pa.ArrowException, OSError) as e:
+        raise StageError(f"{src}: corrupt parquet data ({_first_line(e)})") from None
     return w.close()

@@ -24,7 +24,8 @@ from pathlib import Path
 import xxhash
 
 from .errors import StageError
-from .executor import RESULTS_DIR
+from .executor import RESULTS_DIR, run_tasks
+from .progress import current_rss_mb, peak_rss_mb
 from .layout import STAGES
 from .manifest import (MANIFEST, VERSION, check_input, fingerprint, read_manifest,
                        relative_manifest, upstream_path, write_json)
@@ -53,6 +54,8 @@ class StageRun:
         self.manifest_name = manifest_name
         self.t0 = time.time()
         self.timings: dict[str, float] = {}
+        self.resources: dict[str, dict] = {}
+        self.rss_start_mb = current_rss_mb()
         self.input_manifest = Path(input_manifest) if input_manifest else None
         self.input = check_input(self.input_manifest) if self.input_manifest else None
         self.extra = {k: (Path(v), check_input(v)) for k, v in (extra_inputs or {}).items()}
@@ -95,6 +98,27 @@ class StageRun:
         finally:
             self.timings[name] = round(time.time() - t, 3)
 
+    def parallel(self, phase: str, fn, tasks: int, args, total_docs: int = 0,
+                 total_bytes: int = 0, **kwargs) -> dict:
+        """Run a parallel phase (fn for ranks 0..tasks-1) through the executor, timed, with
+        its progress bar; its resources (core use, worker memory) go into the manifest."""
+        with self.phase(phase):
+            res = run_tasks(fn, tasks, args, self.logging_dir(phase), phase,
+                            total_docs=total_docs, total_bytes=total_bytes, **kwargs)
+        self.resources[phase] = res
+        return res
+
+    def resource_summary(self, docs: int | None) -> dict:
+        """The driver's memory (peak, and per document above its start) and each parallel
+        phase's core use and largest worker."""
+        peak = peak_rss_mb()
+        held = max(0.0, peak - self.rss_start_mb) * 2**20
+        return {"driver_peak_rss_mb": peak, "driver_start_rss_mb": self.rss_start_mb,
+                "driver_bytes_per_doc": round(held / docs, 1) if docs else None,
+                "max_worker_rss_mb": max((r.get("max_worker_rss_mb") or 0
+                                          for r in self.resources.values()), default=None),
+                "phases": self.resources}
+
     # -- commit ------------------------------------------------------------------------
     def commit(self, files: list[dict], counts: dict, extra: dict | None = None) -> dict:
         """Write the manifest and move the staged output into place atomically.
@@ -125,6 +149,7 @@ class StageRun:
             "files": files,
             "output_fingerprint": fingerprint(files, self.stage),
             "timings": self.timings,
+            "resources": self.resource_summary(counts.get("docs_in", counts.get("rows"))),
             **(extra or {}),
         }
         write_json(self.staging / self.manifest_name, manifest)

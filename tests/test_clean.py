@@ -18,7 +18,9 @@ from conftest import SAMPLE, run_script
 
 import clean
 from dataprep.errors import StageError
+from dataprep.shards import list_shards
 from dataprep.stage import StageRun
+from dataprep.units import plan_units
 
 # which rule each planted problem of the sample is meant for
 MEANT_FOR = {"too_short": "too_short", "dup_lines": "dup_lines", "char_repeat": "char_repeat",
@@ -150,10 +152,11 @@ def test_stage_on_sample_counts_and_reports(cleaned, sample_rows):
     kept = set(_ids(out))
     assert kept == {r["id"] for r in sample_rows if r["planted"] not in MEANT_FOR}
     assert c["bytes_out"] < c["bytes_in"]
-    # all input columns survive; only data shards at the top level
+    # all input columns survive; one output shard per task, only data shards at the top level
     raw_shard = next((cleaned / "raw").glob("*.parquet"))
-    assert pq.read_schema(out / raw_shard.name) == pq.read_schema(raw_shard)
-    assert sorted(p.name for p in out.glob("*.parquet")) == sorted(p.name for p in (cleaned / "raw").glob("*.parquet"))
+    assert pq.read_schema(out / "part-00000.parquet") == pq.read_schema(raw_shard)
+    units = plan_units(list_shards(cleaned / "raw"))
+    assert sorted(p.name for p in out.glob("*.parquet")) == [u.name for u in units]
     assert {r["rule"] for r in m["rules"]} == set(clean.RULES)
     assert m["config"]["lid_chars"] == clean.Thresholds().lid_chars
     assert "workers" not in m["config"]

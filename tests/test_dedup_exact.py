@@ -12,6 +12,8 @@ import pytest
 from conftest import SAMPLE, run_script
 
 import dedup_exact as de
+from dataprep.shards import list_shards
+from dataprep.units import plan_units
 # section 3.2 verbatim, kept once in the benchmark: the reference the stage must agree with
 from bench_dedup_exact import exact_dedup as tutorial_exact_dedup
 
@@ -122,14 +124,17 @@ def test_counts_report_and_layout(exact_runs, sample_layout):
     assert c["removed"]["exact_duplicate"] >= 30
     raw_bytes = json.loads((sample_layout / "raw" / "manifest.json").read_text())["counts"]["text_bytes"]
     assert c["bytes_in"] == raw_bytes and 0 < c["bytes_out"] < c["bytes_in"]
-    assert sorted(p.name for p in out.glob("*.parquet")) == \
-        sorted(p.name for p in (sample_layout / "raw").glob("*.parquet"))
+    units = plan_units(list_shards(sample_layout / "raw"))
+    assert sorted(p.name for p in out.glob("*.parquet")) == [u.name for u in units]
     assert sorted(p.name for p in (out / "report").iterdir()) == [
         "dedup_exact_stats.json", "dedup_exact_stats.md", "removed.parquet"]
     assert not (out / "_work").exists() and not (out / "_results").exists()
     assert "largest duplicate groups" in cp.stdout and "documents" in cp.stdout
     stats = json.loads((out / "report" / "dedup_exact_stats.json").read_text())
     assert stats["largest_groups"] and stats["largest_groups"][0]["copies"] >= 2
+    # group sizes add up to the removals: a group of n copies removed n - 1
+    assert sum((int(n) - 1) * k for n, k in stats["group_sizes"].items()) == \
+        c["removed"]["exact_duplicate"]
 
 
 def test_output_identical_for_any_workers_and_when_spilling(exact_runs):

@@ -37,7 +37,8 @@ def test_local_formats_are_sharded_with_bounded_rows(tmp_path):
     _write_inputs(tmp_path / "in")
     out = tmp_path / "raw"
     cp = run_script("download_data.py", "--input", tmp_path / "in", "--output", out,
-                    "--shard-rows", 100, "--txt-delimiter", "<|endoftext|>", "--workers", 1)
+                    "--shard-rows", 100, "--txt-delimiter", "<|endoftext|>", "--workers", 1,
+                    "--on-bad-record", "skip")
     shards = list_shards(out)
     rows = [pq.ParquetFile(s).metadata.num_rows for s in shards]
     assert sum(rows) == 250 + 30 + 2 and max(rows) <= 100 and len(shards) == 3
@@ -52,6 +53,10 @@ def test_local_formats_are_sharded_with_bounded_rows(tmp_path):
     # section 1.3: rows, columns, bytes, the text field, three sample texts
     assert "rows      282" in cp.stdout and "columns" in cp.stdout and "text field" in cp.stdout
     assert cp.stdout.count("=" * 60) >= 3 and "skipped: null text" in cp.stdout
+    # the bad record (a number as text) is named by file and line, in the manifest too
+    assert m["bad_records"] == [{"file": str(tmp_path / "in" / "b.jsonl.gz"), "where": "line 32",
+                                 "reason": "non-string text (int)"}]
+    assert "b.jsonl.gz line 32: non-string text" in cp.stdout
 
 
 def test_write_shards_bounds_bytes(tmp_path):
@@ -130,3 +135,52 @@ def test_unreachable_hub_is_one_line(tmp_path):
     assert "cannot list roneneldan/TinyStories on http://127.0.0.1:9" in cp.stderr
     assert "Traceback" not in cp.stderr
     assert not (tmp_path / "raw").exists()
+
+
+def _bad_records_inputs(d: Path) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "a.jsonl").write_bytes(
+        b'{"text": "good one, long enough to matter"}\n'
+        b'{"text": "broken json\n'                      # line 2: invalid JSON
+        b'{"text": "caf\xe9"}\n'                         # line 3: invalid UTF-8
+        b'{"text": ["a", "list"]}\n'                     # line 4: not a string
+        b'{"body": "no text field"}\n'                   # line 5: no text field
+        b'{"text": "good two"}\n')
+    texts = pa.array([b"fine parquet text", b"bad \xff\xfe bytes", b"also fine"],
+                     pa.binary()).view(pa.string())     # row 1: invalid UTF-8 in parquet
+    pq.write_table(pa.table({"text": texts}), d / "b.parquet")
+    (d / "c.txt").write_bytes(b"\xff not utf-8 at all")  # a whole .txt file
+
+
+def test_bad_records_stop_the_run_by_default_naming_file_and_line(tmp_path):
+    _bad_records_inputs(tmp_path / "in")
+    cp = run_script("download_data.py", "--input", tmp_path / "in" / "a.jsonl",
+                    "--output", tmp_path / "raw", check=False)
+    assert cp.returncode == 2 and "Traceback" not in cp.stderr
+    assert "a.jsonl:2" in cp.stderr and "invalid JSON" in cp.stderr
+    assert "--on-bad-record skip" in cp.stderr
+    assert not (tmp_path / "raw").exists()
+    cp = run_script("download_data.py", "--input", tmp_path / "in" / "b.parquet",
+                    "--output", tmp_path / "raw", check=False)
+    assert cp.returncode == 2 and "b.parquet:1" in cp.stderr and "invalid UTF-8" in cp.stderr
+
+
+def test_on_bad_record_skip_counts_names_and_keeps_the_rest(tmp_path):
+    _bad_records_inputs(tmp_path / "in")
+    out = tmp_path / "raw"
+    cp = run_script("download_data.py", "--input", tmp_path / "in", "--output", out,
+                    "--on-bad-record", "skip")
+    texts = [t for s in list_shards(out) for t in pq.read_table(s).column("text").to_pylist()]
+    assert texts == ["good one, long enough to matter", "good two", "fine parquet text",
+                     "also fine"]
+    m = read_manifest(out / "manifest.json")
+    where = [(Path(r["file"]).name, r["where"], r["reason"].split(" (")[0]) for r in m["bad_records"]]
+    assert where == [("a.jsonl", "line 2", "invalid JSON"), ("a.jsonl", "line 3", "invalid UTF-8"),
+                     ("a.jsonl", "line 4", "non-string text"), ("a.jsonl", "line 5", "no 'text' field"),
+                     ("b.parquet", "row 1", "invalid UTF-8"), ("c.txt", "byte 0", "invalid UTF-8")]
+    assert m["counts"]["bad_records"] == 6
+    assert m["counts"]["skipped"] == {"invalid JSON": 1, "invalid UTF-8": 3, "non-string text": 1,
+                                      "no 'text' field": 1}
+    lines = (out / "report" / "bad_records.jsonl").read_text().splitlines()
+    assert [json.loads(x) for x in lines] == m["bad_records"]
+    assert "skipped bad record:" in cp.stdout and "bad_records.jsonl" in cp.stdout

@@ -176,3 +176,61 @@ def test_sigkill_then_rerun_gives_uninterrupted_bytes(script, pipeline_layout, t
         log = d / "logs" / stage / phase / "logs" / f"task_{int(rank):05d}.log"
         assert log.stat().st_mtime_ns == mtime, f"{phase} task {rank} was redone (seed {seed})"
     print(f"seed {seed}: killed after {delay:.2f}s with {len(finished)} tasks finished")
+
+
+def _session_processes(sid: int) -> list[int]:
+    """Live (not zombie) processes of a session: everything a stage started, however
+    deep, unless it left the session on purpose."""
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] not in (b"Z", b"X"):
+            out.append(int(p))
+    return out
+
+
+@pytest.mark.parametrize("script", [s for s, *_ in ALL_STAGES])
+def test_sigkill_of_the_driver_alone_leaves_no_process(script, pipeline_layout, tmp_path):
+    """The OOM killer takes the driver only: its workers (and the pool's helpers) must not
+    live on holding memory. Within 10 s no process of the stage remains, and a rerun
+    still gives the bytes of an uninterrupted run."""
+    d = tmp_path / "data"
+    shutil.copytree(pipeline_layout, d)
+    out_dir = next(d / o for s, _, o, _ in ALL_STAGES if s == script)
+    reference = output_files(pipeline_layout, script)
+    if script == "pack_parallel.py":
+        for n in ("train.bin", "val.bin", "pack_manifest.json"):
+            (d / n).unlink()
+    else:
+        shutil.rmtree(out_dir)
+    args = stage_args(d, script, "--workers", "2")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    # wait until the stage has worker processes (or, for a stage without a pool, a moment)
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        if len(_session_processes(proc.pid)) >= 3 or script == "download_data.py":
+            break
+        time.sleep(0.02)
+    time.sleep(0.3)
+    assert proc.poll() is None, f"{script} finished before it could be killed"
+    seen = _session_processes(proc.pid)
+    os.kill(proc.pid, signal.SIGKILL)          # the driver alone, not its process group
+    proc.wait()
+    deadline = time.time() + 10
+    while _session_processes(proc.pid) and time.time() < deadline:
+        time.sleep(0.2)
+    left = _session_processes(proc.pid)
+    for p in left:  # do not leak them into the rest of the suite, then fail
+        os.kill(p, signal.SIGKILL)
+    assert not left, f"{script}: {len(left)} of {len(seen)} processes still alive 10 s after the driver died"
+    run_script(script, *args)
+    assert output_files(d, script) == reference

@@ -17,6 +17,7 @@ import pack_parallel as pp
 from dataprep.bpe import BpeEncoder
 from dataprep.errors import StageError
 from dataprep.loader import get_batch
+from dataprep.units import plan_units
 from dataprep.tokenizer import (EOS_TOKEN, SPECIAL_TOKENS, load_tokenizer, ordinary_tokenizer,
                                 to_tiktoken, tokenizer_hash)
 
@@ -338,8 +339,9 @@ def test_memory_is_bounded_by_the_batch_not_the_shard(tok_path, tmp_path, kind):
     pq.write_table(pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts}), shard)
     pp.get_encoder(str(tok_path), kind)  # tokenizer (and piece cache) loaded outside the measurement
     tracemalloc.start()
-    pp.pack_shard(0, 1, shards=[str(shard)], staging=str(tmp_path / "st"), tokenizer=str(tok_path),
-                  encoder=kind, seed=42, threshold=0, batch_rows=64)
+    units = [u.to_dict() for u in plan_units([shard], task_mb=1e6)]
+    pp.pack_unit(0, 1, units=units, staging=str(tmp_path / "st"), tokenizer=str(tok_path),
+                 encoder=kind, seed=42, threshold=0, batch_rows=64)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     tokens = (tmp_path / "st" / "_parts" / "train-00000.bin").stat().st_size // 2

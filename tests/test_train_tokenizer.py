@@ -63,24 +63,42 @@ def test_compression_keys_verify_reads(trained):
 
 
 def test_heldout_documents_are_not_in_the_training_sample(sample_layout, tmp_path):
-    shards = [str(s) for s in list_shards(sample_layout / "raw")]
-    sizes = tt.shard_text_bytes(sample_layout / "raw", list_shards(sample_layout / "raw"))
-    held_q, train_q = tt.quotas(200_000, sizes), tt.quotas(1_000_000, sizes)
-    for rank in range(len(shards)):
-        tt.sample_shard(rank, len(shards), shards, str(tmp_path), held_q, train_q, 0, 100_000)
+    from dataprep.shards import id_hashes
+    from dataprep.units import plan_units, read_unit
+
+    units = [u.to_dict() for u in plan_units(list_shards(sample_layout / "raw"), task_mb=0.5)]
+    assert len(units) > 1
+    for rank in range(len(units)):
+        tt.sample_unit(rank, len(units), units, str(tmp_path), 0.05, 0.25, 0, 100_000)
     results = [json.loads((tmp_path / "_results" / "sample" / f"{r:05d}.json").read_text())
-               for r in range(len(shards))]
-    # every shard gives its share of bytes: the sample is spread evenly over the shards
-    for r, res in enumerate(results):
-        assert res["sample_bytes"] == pytest.approx(train_q[r], abs=6_000)
-        assert res["heldout_bytes"] == pytest.approx(held_q[r], abs=6_000)
-    # the rows chosen for each set are disjoint (ids tell rows apart, texts may repeat)
-    for r in range(len(shards)):
-        lengths = tt.pc.binary_length(
-            tt.read_table(shards[r], columns=["text"]).column("text")).to_numpy(
-            zero_copy_only=False).astype(np.int64)
-        h, t = tt.choose_rows(lengths, 0, r, held_q[r], train_q[r])
-        assert not set(h.tolist()) & set(t.tolist())
+               for r in range(len(units))]
+    total = sum(r["bytes_in"] for r in results)
+    # every part of the corpus gives its share of bytes: the sample is spread evenly
+    assert sum(r["sample_bytes"] for r in results) == pytest.approx(0.25 * total, rel=0.15)
+    assert sum(r["heldout_bytes"] for r in results) == pytest.approx(0.05 * total, rel=0.3)
+    # the rows chosen for each set are disjoint, decided by the id hash alone
+    cuts = tt.share_cuts(0.05, 0.25)
+    held, train = set(), set()
+    for u in units:
+        for b in read_unit(u, columns=["id", "text"]):
+            lengths = tt.pc.binary_length(b.column(1)).to_numpy(zero_copy_only=False)
+            ids = b.column(0).to_pylist()
+            h, t = tt.choose_rows(id_hashes(ids, 0), lengths, cuts)
+            held |= {ids[i] for i in h}
+            train |= {ids[i] for i in t}
+    assert len(held) > 10 and len(train) > 100 and not held & train
+
+
+def test_sample_does_not_depend_on_how_the_input_is_cut(sample_layout, tmp_path):
+    from dataprep.units import plan_units
+
+    texts = []
+    for task_mb, d in ((0.3, tmp_path / "small"), (100, tmp_path / "big")):
+        units = [u.to_dict() for u in plan_units(list_shards(sample_layout / "raw"), task_mb)]
+        for rank in range(len(units)):
+            tt.sample_unit(rank, len(units), units, str(d), 0.05, 0.3, 3, 100_000)
+        texts.append([t for b in tt.iter_sample(d, len(units)) for t in b])
+    assert texts[0] == texts[1] and len(texts[0]) > 100
 
 
 def test_tokenizer_checks_on_the_saved_file(trained):
@@ -205,24 +223,26 @@ def test_plan_sample_bounds():
     assert tt.plan_sample(4 * 10**6, 0.05, GB, 2 * GB, 5 * 10**6) == (400_000, 3_600_000)
 
 
-def test_quotas_follow_shard_sizes():
-    assert tt.quotas(100, [10, 30, 60]) == [10, 30, 60]
-    assert tt.quotas(50, [0, 100]) == [0, 50]
-    assert tt.quotas(50, [0, 0]) == [0, 0]
+def test_choose_rows_is_seeded_disjoint_and_by_share():
+    from dataprep.shards import id_hashes
 
-
-def test_choose_rows_is_seeded_disjoint_and_meets_quotas():
-    lengths = np.full(1000, 100, dtype=np.int64)
-    h, t = tt.choose_rows(lengths, 0, 3, 5_000, 20_000)
-    assert len(h) == 50 and len(t) == 200 and not set(h) & set(t)
-    h2, t2 = tt.choose_rows(lengths, 0, 3, 5_000, 20_000)
+    ids = [f"doc-{i}" for i in range(10_000)]
+    lengths = np.full(len(ids), 100, dtype=np.int64)
+    lengths[::10] = 0  # empty documents are never chosen
+    cuts = tt.share_cuts(0.05, 0.2)
+    h, t = tt.choose_rows(id_hashes(ids, 0), lengths, cuts)
+    assert not set(h.tolist()) & set(t.tolist())
+    assert 0.9 * 0.05 * 9000 < len(h) < 1.1 * 0.05 * 9000
+    assert 0.9 * 0.2 * 9000 < len(t) < 1.1 * 0.2 * 9000
+    assert (lengths[h] > 0).all() and (lengths[t] > 0).all()
+    h2, t2 = tt.choose_rows(id_hashes(ids, 0), lengths, cuts)
     assert (h == h2).all() and (t == t2).all()
-    h3, _ = tt.choose_rows(lengths, 0, 4, 5_000, 20_000)  # another shard: another draw
-    assert set(h3) != set(h)
-    # a quota larger than the shard takes every row once
-    h, t = tt.choose_rows(lengths, 1, 0, 1_000, 10**9)
-    assert len(h) + len(t) == 1000 and len(set(h) | set(t)) == 1000
-    assert tt.choose_rows(np.zeros(0, np.int64), 0, 0, 10, 10)[1].size == 0
+    h3, _ = tt.choose_rows(id_hashes(ids, 1), lengths, cuts)  # another seed: another draw
+    assert set(h3.tolist()) != set(h.tolist())
+    # shares that cover everything take every non-empty row once
+    h, t = tt.choose_rows(id_hashes(ids, 0), lengths, tt.share_cuts(0.1, 0.95))
+    assert len(h) + len(t) == 9000
+    assert tt.choose_rows(np.zeros(0, np.uint64), np.zeros(0, np.int64), cuts)[1].size == 0
 
 
 def test_language_mix_counts():
@@ -267,7 +287,10 @@ def test_long_documents_are_cropped(tmp_path):
     shard = tmp_path / "part-00000.parquet"
     texts = ["短" * 50, "long " * 400, "机器学习" * 300]
     pq.write_table(pa.table({"id": ["a", "b", "c"], "text": texts}), shard)
-    tt.sample_shard(0, 1, [str(shard)], str(tmp_path), [0], [10**9], 0, 100)
+    from dataprep.units import plan_units
+
+    units = [u.to_dict() for u in plan_units([shard])]
+    tt.sample_unit(0, 1, units, str(tmp_path), 0.0, 1.0, 0, 100)
     got = pq.read_table(tmp_path / tt.SAMPLE_DIR / "train-00000.parquet").column("text").to_pylist()
     assert got == ["短" * 50, ("long " * 400)[:100], ("机器学习" * 300)[:100]]  # characters, not bytes
     res = json.loads((tmp_path / "_results" / "sample" / "00000.json").read_text())

@@ -1,0 +1,150 @@
+"""Per-document measurements kept beside a stage's output, so that a rerun is cheap.
+
+A stage that measures something expensive per document (clean.py's signals and language
+ID, dedup_minhash.py's signatures) keeps it in a store: a folder with one file per work
+unit and an index, `index.json`:
+
+    {"depends_on": {...everything the measurements depend on...},
+     "files": [{"name": ..., "shard": "part-00000-00000.parquet", "row_start": 0,
+                "rows": 8123, "size": ..., "xxh3_128": ...}, ...]}
+
+Files are keyed by the input shard and rows they describe, not by task number, so a
+rerun with another --task-mb still finds its rows. A store is used only when its
+`depends_on` equals the rerun's exactly (input fingerprint, model hash, settings), and
+a file only when its bytes match the digest in the index: a truncated, partial or
+foreign file is recomputed, never read.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+from .manifest import write_json
+from .shards import file_record
+
+INDEX = "index.json"
+
+
+def index_path(folder: str | os.PathLike) -> Path:
+    return Path(folder) / INDEX
+
+
+class KeptStore:
+    """A store whose index matched the current `depends_on` (see module docstring)."""
+
+    def __init__(self, folder: Path, entries: list[dict]):
+        self.folder = folder
+        self.by_shard: dict[str, list[dict]] = {}
+        for e in entries:
+            self.by_shard.setdefault(e["shard"], []).append(e)
+        for v in self.by_shard.values():
+            v.sort(key=lambda e: e["row_start"])
+
+    @staticmethod
+    def open(folder: str | os.PathLike, depends_on: dict) -> tuple["KeptStore | None", str]:
+        """(store, "") when `folder` holds a store made for `depends_on`; else (None, why)."""
+        folder = Path(folder)
+        try:
+            idx = json.loads(index_path(folder).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return None, "none kept"
+        except (OSError, ValueError) as e:
+            return None, f"unreadable index ({e})"
+        if idx.get("depends_on") != depends_on:
+            changed = sorted(k for k in set(depends_on) | set(idx.get("depends_on") or {})
+                             if (idx.get("depends_on") or {}).get(k) != depends_on.get(k))
+            return None, f"made for another {', '.join(changed)}"
+        return KeptStore(folder, idx.get("files", [])), ""
+
+    def pieces(self, shard: str, row_start: int, rows: int) -> list[dict] | None:
+        """Slices of kept files that cover rows [row_start, row_start+rows) of `shard` in
+        order: [{"path", "xxh3_128", "size", "offset", "rows"}]; None if any row is missing."""
+        out, at, stop = [], row_start, row_start + rows
+        for e in self.by_shard.get(Path(shard).name, []):
+            lo, hi = e["row_start"], e["row_start"] + e["rows"]
+            if hi <= at or lo >= stop:
+                continue
+            if lo > at:
+                return None  # a gap
+            take = min(hi, stop) - at
+            out.append({"path": str(self.folder / e["name"]), "xxh3_128": e["xxh3_128"],
+                        "size": e["size"], "offset": at - lo, "rows": take,
+                        "whole": lo == at and take == e["rows"],
+                        "extra": {k: v for k, v in e.items() if k not in (
+                            "name", "shard", "row_start", "rows", "size", "xxh3_128")}})
+            at += take
+            if at >= stop:
+                break
+        return out if at >= stop or rows == 0 else None
+
+
+def load_array(sources: list[list[dict]], rows: int, axis: int = 0
+               ) -> tuple[np.ndarray | None, list[dict], list[str]]:
+    """A unit's kept .npy rows (along `axis`) from the first source whose files all pass
+    their digest check: (array, the pieces used, notes); (None, [], notes) if none does."""
+    notes = []
+    for pieces in sources:
+        parts = []
+        for piece in pieces:
+            data = read_verified(piece)
+            if data is None:
+                notes.append(f"{Path(piece['path']).name}: digest mismatch, recomputed")
+                parts = None
+                break
+            a = np.load(io.BytesIO(data))
+            sl = [slice(None)] * a.ndim
+            sl[axis] = slice(piece["offset"], piece["offset"] + piece["rows"])
+            parts.append(a[tuple(sl)])
+        if parts is None:
+            continue
+        if not parts:
+            continue
+        arr = np.concatenate(parts, axis=axis)
+        if arr.shape[axis] == rows:
+            return arr, pieces, notes
+        notes.append(f"kept rows {arr.shape[axis]} != {rows}: recomputed")
+    return None, [], notes
+
+
+def read_verified(piece: dict) -> bytes | None:
+    """A kept file's bytes, or None when it is missing or not the file the index names."""
+    try:
+        data = Path(piece["path"]).read_bytes()
+    except OSError:
+        return None
+    if len(data) != piece["size"] or xxhash.xxh3_128_hexdigest(data) != piece["xxh3_128"]:
+        return None
+    return data
+
+
+def entry(path: str | os.PathLike, shard: str, row_start: int, rows: int, **extra) -> dict:
+    """The index record of a kept file just written (extra: counts kept with it)."""
+    rec = file_record(path)
+    return {"name": rec["name"], "shard": Path(shard).name, "row_start": int(row_start),
+            "rows": int(rows), "size": rec["size"], "xxh3_128": rec["xxh3_128"], **extra}
+
+
+def write_index(folder: str | os.PathLike, depends_on: dict, entries: list[dict]) -> dict:
+    """Write index.json (last, so a store without one is never used); return a summary
+    for the manifest: what it depends on, its files, its size on disk."""
+    write_json(index_path(folder), {"depends_on": depends_on, "files": entries})
+    size = sum(e["size"] for e in entries) + index_path(folder).stat().st_size
+    return {"depends_on": depends_on, "files": len(entries), "bytes": size,
+            "index_xxh3_128": file_record(index_path(folder))["xxh3_128"]}
+
+
+def replace_dir(src: Path, dst: Path) -> None:
+    """Put folder src at dst, dropping what dst held (used for stores outside an output)."""
+    old = dst.with_name(dst.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if dst.exists():
+        os.replace(dst, old)
+    os.replace(src, dst)
+    shutil.rmtree(old, ignore_errors=True)

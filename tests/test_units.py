@@ -1,0 +1,127 @@
+"""Tasks fixed by the data: units of at most --task-mb MB, bounded row groups, progress
+and resources recorded per phase."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import SAMPLE, run_script
+from dataprep import progress
+from dataprep.shards import ROW_GROUP_BYTES, ShardWriter, list_shards
+from dataprep.units import fetch_rows, plan_units, read_unit, split_row_groups, unit_offsets
+
+
+def _texts(n: int, size: int) -> list[str]:
+    return [f"document {i} " + "x" * size for i in range(n)]
+
+
+def test_split_row_groups_balances_and_never_exceeds_by_much():
+    mb = 1e6
+    assert split_row_groups(np.full(50, mb), 32 * mb) == [(0, 25), (25, 50)]  # 2 x 25, not 32 + 18
+    cuts = split_row_groups(np.full(1000, mb), 32 * mb)
+    assert len(cuts) == 32 and cuts[0][0] == 0 and cuts[-1][1] == 1000
+    assert all(a < b for a, b in cuts) and all(b == c for (_, b), (c, _) in zip(cuts, cuts[1:]))
+    assert max(b - a for a, b in cuts) <= 32
+    assert split_row_groups(np.array([100 * mb]), 32 * mb) == [(0, 1)]  # one big group alone
+    assert split_row_groups(np.zeros(0), 32 * mb) == []
+
+
+def test_row_groups_bounded_and_independent_of_batching(tmp_path):
+    texts = _texts(3000, 900)
+    table = pa.table({"id": [str(i) for i in range(len(texts))], "text": texts})
+    files = []
+    for name, batch in (("one", len(texts)), ("many", 37)):
+        w = ShardWriter(tmp_path / f"{name}.parquet", table.schema)
+        for s in range(0, len(texts), batch):
+            w.write(table.slice(s, batch))
+        rec = w.close()
+        files.append(tmp_path / f"{name}.parquet")
+        assert rec["rows"] == len(texts)
+    assert files[0].read_bytes() == files[1].read_bytes()
+    md = pq.ParquetFile(files[0]).metadata
+    sizes = [sum(len(t.encode()) for t in pq.ParquetFile(files[0]).read_row_group(i)
+                 .column("text").to_pylist()) for i in range(md.num_row_groups)]
+    assert md.num_row_groups >= 2 and max(sizes) <= ROW_GROUP_BYTES
+
+
+def test_units_cover_every_row_once_in_corpus_order(tmp_path):
+    w = ShardWriter(tmp_path / "a.parquet", pa.schema([("id", pa.string()), ("text", pa.string())]))
+    texts = _texts(20_000, 400)
+    w.write(pa.table({"id": [str(i) for i in range(len(texts))], "text": texts}))
+    w.close()
+    pq.write_table(pa.table({"id": ["b0", "b1"], "text": ["short", "texts"]}), tmp_path / "b.parquet")
+    units = plan_units(list_shards(tmp_path), task_mb=2)
+    assert len(units) >= 4 and units[-1].shard.endswith("b.parquet")
+    assert max(u.text_bytes for u in units[:-1]) < 2.6e6
+    ids = [i for u in units for b in read_unit(u, ["id"], batch_rows=333) for i in b.column(0).to_pylist()]
+    assert ids == [str(i) for i in range(len(texts))] + ["b0", "b1"]
+    off = unit_offsets(units)
+    assert off[-1] == len(texts) + 2
+    got = fetch_rows(units, off, [0, 12_345, len(texts) + 1], "id")
+    assert got == ["0", "12345", "b1"]
+    assert plan_units(list_shards(tmp_path), task_mb=2) == units  # fixed by the data
+
+
+@pytest.fixture(scope="module")
+def one_big_shard(tmp_path_factory) -> Path:
+    """The sample as ONE raw shard: a single file must still give several tasks."""
+    d = tmp_path_factory.mktemp("one") / "data"
+    run_script("download_data.py", "--input", SAMPLE, "--output", d / "raw")
+    assert len(list_shards(d / "raw")) == 1
+    return d
+
+
+def test_one_shard_is_cut_into_tasks_and_bytes_do_not_depend_on_workers(one_big_shard, tmp_path):
+    outs = []
+    for w in ("1", "2"):
+        out = tmp_path / f"w{w}"
+        run_script("clean.py", "--input", one_big_shard / "raw", "--output", out / "cleaned",
+                   "--task-mb", "1", "--workers", w)
+        run_script("dedup_exact.py", "--input", out / "cleaned", "--output", out / "exact",
+                   "--task-mb", "1", "--workers", w)
+        outs.append(out)
+    m = [json.loads((o / "cleaned" / "manifest.json").read_text()) for o in outs]
+    assert len(m[0]["files"]) >= 4  # a 4 MB shard in tasks of at most 1 MB
+    assert m[0]["files"] == m[1]["files"]
+    e = [json.loads((o / "exact" / "manifest.json").read_text()) for o in outs]
+    assert e[0]["files"] == e[1]["files"] and e[0]["counts"] == e[1]["counts"]
+    # resources: every parallel phase records its tasks' CPU, core use and worker memory
+    r = m[1]["resources"]
+    ph = r["phases"]["clean"]
+    assert ph["tasks"] == len(m[1]["files"]) and ph["workers"] == 2
+    assert ph["task_cpu_s"] > 0 and 0 < ph["core_use"] <= 1.2
+    assert ph["docs"] == m[1]["counts"]["docs_in"] and ph["bytes"] == m[1]["counts"]["bytes_in"]
+    assert r["max_worker_rss_mb"] > 50 and r["driver_peak_rss_mb"] > 50
+    assert r["driver_bytes_per_doc"] is not None
+    for phase in ("hash", "filter"):
+        assert e[1]["resources"]["phases"][phase]["docs"] == e[1]["counts"]["docs_in"]
+
+
+def test_progress_records_add_up_across_tasks(tmp_path):
+    folder = tmp_path / "phase"
+    for rank, (docs, nbytes) in enumerate([(10, 1000), (5, 700)]):
+        progress.start_task(folder, rank)
+        p = progress.task_progress()
+        p.add(docs, nbytes)
+        progress.end_task()
+    recs = progress.read_records(folder)
+    assert {r: (x["docs"], x["bytes"], x["done"]) for r, x in recs.items()} == {
+        0: (10, 1000, True), 1: (5, 700, True)}
+    bar = progress.ProgressBar(folder, "x", 1700, 15, enabled=False)
+    assert bar.totals() == (15, 1700)
+    res = progress.phase_resources(folder, tasks=2, workers=2, wall_s=1.0)
+    assert res["docs"] == 15 and res["bytes"] == 1700 and res["max_worker_rss_mb"] > 0
+    # outside a task, progress goes nowhere (and costs nothing)
+    progress.task_progress().add(1, 1)
+    assert progress.read_records(folder) == recs
+
+
+def test_no_progress_bar_when_not_a_terminal(sample_layout, tmp_path):
+    cp = run_script("dedup_exact.py", "--input", sample_layout / "raw", "--output", tmp_path / "x")
+    assert "\r" not in cp.stderr and "docs/s" not in cp.stderr
