@@ -335,6 +335,23 @@ def detect_lang(model, text: str, th: Thresholds) -> tuple[str, float]:
 KEPT = len(RULES)   # the outcome code of a kept document; 0..4 index RULES
 LANG = RULES.index("lang")
 
+# Histograms of the measured signals over every document, saved in the report so that a
+# picture of a 30 GB corpus needs no pass over it (report.py draws them, thresholds on).
+SHARE_BINS = np.round(np.linspace(0.0, 1.0, 51), 4)
+HIST_BINS = {
+    "chars": np.concatenate([[0], np.round(np.logspace(1, 7, 61))]),  # 10 .. 10M, log
+    "dup_line_share": SHARE_BINS,
+    "longest_run": np.concatenate([[0], np.round(np.logspace(0, 5, 51))]),
+    "alnum_share": SHARE_BINS,
+    "lang_conf": SHARE_BINS,   # the language decision's confidence, documents that reach it
+}
+
+
+def histogram(name: str, values: np.ndarray) -> np.ndarray:
+    """Counts in HIST_BINS[name]; values past the last edge count in the last bin."""
+    edges = HIST_BINS[name]
+    return np.histogram(np.clip(values, edges[0], edges[-1]), edges)[0]
+
 
 def outcomes(th: Thresholds, sig: Signals, lid: LidCalls) -> np.ndarray:
     """Per document, the index in RULES of the FIRST rule that removes it, or KEPT."""
@@ -431,10 +448,28 @@ class Tally:
         self.examples: dict[str, list] = {r: [] for r in RULES}
         self.docs_out = self.bytes_out = 0
         self.alone = dict.fromkeys(RULES, 0)
+        self.hist = {k: np.zeros(len(v) - 1, np.int64) for k, v in HIST_BINS.items()}
+        self.langs: dict[str, list[int]] = {}   # decided language -> [documents, kept]
+
+    def count_signals(self, th: Thresholds, sig: Signals, code: np.ndarray, lid: LidCalls) -> None:
+        """Histograms of every document's signals, and the language mix of the documents
+        that reached language ID (the others are counted as removed before it)."""
+        for name, values in (("chars", sig.chars), ("dup_line_share", sig.dup),
+                             ("longest_run", sig.run), ("alnum_share", sig.alnum)):
+            self.hist[name] += histogram(name, values)
+        reached = np.flatnonzero(code >= LANG)
+        confs = np.empty(len(reached))
+        for j, i in enumerate(reached):
+            lang, confs[j] = lang_decision(th, int(sig.chars[i]), lambda p, i=i: lid.get(int(i), p))
+            c = self.langs.setdefault(lang or "?", [0, 0])
+            c[0] += 1
+            c[1] += int(code[i] == KEPT)
+        self.hist["lang_conf"] += histogram("lang_conf", confs)
 
     def to_dict(self, with_alone: bool) -> dict:
         d = {"removed": self.removed, "examples": self.examples, "docs_out": self.docs_out,
-             "bytes_out": self.bytes_out}
+             "bytes_out": self.bytes_out, "hist": {k: v.tolist() for k, v in self.hist.items()},
+             "langs": self.langs}
         if with_alone:
             d["alone"] = self.alone
         return d
@@ -494,6 +529,8 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
                 for i in hit[:max(0, examples - len(tally.examples[rule]))]:
                     tally.examples[rule].append({"id": ids[i], "value": rule_value(r, i, th, sig, lid),
                                                  "text": text_of(i)[:EXAMPLE_CHARS]})
+        if main is not None:
+            tallies[main].count_signals(ths[main], sig, codes[main], lid)
         if report_all and main is not None:
             for rule, hit in alone(ths[main], sig, lid).items():
                 tallies[main].alone[rule] += int(hit.sum())
@@ -606,6 +643,15 @@ def merge(results: list[dict], config: int, examples: int) -> dict:
                         for rule in RULES}}
     if cfg and "alone" in cfg[0]:
         tot["alone"] = {rule: sum(c["alone"][rule] for c in cfg) for rule in RULES}
+    tot["hist"] = {k: np.sum([c["hist"][k] for c in cfg], axis=0).astype(int).tolist()
+                   if cfg else [] for k in HIST_BINS}
+    langs: dict[str, list[int]] = {}
+    for c in cfg:
+        for lang, (n, k) in c.get("langs", {}).items():
+            v = langs.setdefault(lang, [0, 0])
+            v[0] += n
+            v[1] += k
+    tot["langs"] = dict(sorted(langs.items(), key=lambda x: (-x[1][0], x[0])))
     return tot
 
 
@@ -683,6 +729,12 @@ def write_reports(folder: Path, rows: list[dict], tot: dict, config: dict,
             "bytes_in": tot["bytes_in"], "bytes_out": tot["bytes_out"],
             "accounting": "first rule that removes a document, in order: " + ", ".join(RULES),
             "rules": rows, "warn_share": warn_share, "config": config,
+            "histograms": {k: {"bins": HIST_BINS[k].tolist(), "counts": tot["hist"][k]}
+                           for k in HIST_BINS},
+            "languages": {"reached_language_id": {k: v[0] for k, v in tot["langs"].items()},
+                          "kept": {k: v[1] for k, v in tot["langs"].items() if v[1]},
+                          "removed_before_language_id": tot["docs_in"] - sum(
+                              v[0] for v in tot["langs"].values())},
             "signals": {k: v for k, v in signals.items() if k != "notes"}}
     md = ["# clean.py", "", stats_table(rows, tot, markdown=True), ""]
     md += [f"- {line}" for line in notes(rows, tot, warn_share)]

@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     from dataprep.shards import file_record
     files = [file_record(outs["train"], tokens=counts["train"]["tokens"], dtype="uint16"),
              file_record(outs["val"], tokens=counts["val"]["tokens"], dtype="uint16")]
-    run.commit(files, counts, extra={"encoder": enc_info})
+    run.commit(files, counts, extra={"encoder": enc_info}, report_dir=REPORT_DIR)
     print(summary(counts, run.timings, args.output))
     return 0
 

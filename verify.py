@@ -38,7 +38,8 @@ import xxhash
 
 from dataprep import layout
 from dataprep.errors import StageError, run_stage
-from dataprep.manifest import MANIFEST, check_input, display_path, read_manifest, upstream_path
+from dataprep.manifest import (MANIFEST, check_input, display_path, read_manifest, upstream_path,
+                               write_json)
 from dataprep.report import human_bytes, markdown_table, pct, table
 from dataprep.shards import iter_batches, list_shards
 from dataprep.tokenizer import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, load_tokenizer,
@@ -773,7 +774,12 @@ def main(argv: list[str] | None = None) -> int:
     tmp = report.with_name(report.name + ".tmp")
     tmp.write_text(render_markdown(items, ctx.data) + "\n", encoding="utf-8")
     os.replace(tmp, report)
-    print(f"wrote {report}")
+    # the same items as data, for report.py's page (and anyone's script)
+    write_json(report.with_suffix(".json"), {
+        "data_dir": display_path(ctx.data), "passed": sum(it.ok for it in items),
+        "items": [{"num": it.num, "title": it.title, "ok": it.ok, "figures": it.figures,
+                   "details": it.details, "cause": it.cause} for it in items]})
+    print(f"wrote {report} and {report.with_suffix('.json').name}")
     return 0 if all(it.ok for it in items) else 1
 
 

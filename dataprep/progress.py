@@ -32,6 +32,12 @@ def peak_rss_mb() -> float:
     return round(kb / 1024 if sys.platform != "darwin" else kb / 2**20, 1)
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process so far (all its threads), user + system."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return round(r.ru_utime + r.ru_stime, 3)
+
+
 def current_rss_mb() -> float:
     """This process's resident memory now, in MB (Linux; else the peak)."""
     try:
@@ -178,10 +184,13 @@ def phase_resources(folder: str | os.PathLike, tasks: int, workers: int,
     count: the phase's work is the same."""
     recs = read_records(folder)
     cpu = sum(r["cpu_s"] for r in recs.values())
+    elsewhere = sum(r["cpu_s"] for r in recs.values() if r.get("pid") != os.getpid())
     workers = max(1, min(workers, tasks))
     return {
         "tasks": tasks, "workers": workers, "wall_s": round(wall_s, 3),
         "task_cpu_s": round(cpu, 3),
+        # CPU of tasks run by other processes (not in the driver's own CPU time)
+        "worker_cpu_s": round(elsewhere, 3),
         "core_use": round(cpu / (workers * wall_s), 3) if wall_s > 0 else None,
         "max_worker_rss_mb": max((r["peak_rss_mb"] for r in recs.values()), default=None),
         "docs": sum(r["docs"] for r in recs.values()),

@@ -25,7 +25,7 @@ import xxhash
 
 from .errors import StageError
 from .executor import RESULTS_DIR, run_tasks
-from .progress import current_rss_mb, peak_rss_mb
+from .progress import cpu_seconds, current_rss_mb, peak_rss_mb
 from .layout import STAGES
 from .manifest import (MANIFEST, VERSION, check_input, fingerprint, read_manifest,
                        relative_manifest, upstream_path, write_json)
@@ -113,18 +113,23 @@ class StageRun:
         phase's core use and largest worker."""
         peak = peak_rss_mb()
         held = max(0.0, peak - self.rss_start_mb) * 2**20
-        return {"driver_peak_rss_mb": peak, "driver_start_rss_mb": self.rss_start_mb,
+        return {"driver_cpu_s": cpu_seconds(),
+                "worker_cpu_s": round(sum(r.get("worker_cpu_s", 0) for r in self.resources.values()), 3),
+                "driver_peak_rss_mb": peak, "driver_start_rss_mb": self.rss_start_mb,
                 "driver_bytes_per_doc": round(held / docs, 1) if docs else None,
                 "max_worker_rss_mb": max((r.get("max_worker_rss_mb") or 0
                                           for r in self.resources.values()), default=None),
                 "phases": self.resources}
 
     # -- commit ------------------------------------------------------------------------
-    def commit(self, files: list[dict], counts: dict, extra: dict | None = None) -> dict:
+    def commit(self, files: list[dict], counts: dict, extra: dict | None = None,
+               report_dir: str = "report") -> dict:
         """Write the manifest and move the staged output into place atomically.
 
         A filtering stage's counts must balance (docs_in = docs_out + removals by reason):
-        nothing is dropped without being counted, or nothing is committed."""
+        nothing is dropped without being counted, or nothing is committed. The run's
+        resources (time, CPU, memory, core use per phase) also go to
+        <report_dir>/resources.{json,md} and one printed line."""
         if "removed" in counts and "docs_in" in counts:
             removed = sum(counts["removed"].values())
             if counts["docs_in"] != counts["docs_out"] + removed:
@@ -152,12 +157,15 @@ class StageRun:
             "resources": self.resource_summary(counts.get("docs_in", counts.get("rows"))),
             **(extra or {}),
         }
+        write_resources(self.staging / report_dir, self.stage, manifest["resources"],
+                        self.timings)
         write_json(self.staging / self.manifest_name, manifest)
         if self.files_into:
             self._commit_files(files)
         else:
             self._commit_dir()
         note_stale_downstream(self.output / self.manifest_name, manifest["output_fingerprint"])
+        print(resources_line(manifest["resources"], self.timings))
         return manifest
 
     def _keep_logs(self) -> None:
@@ -219,6 +227,35 @@ class StageRun:
             os.replace(p, target)
         os.replace(self.staging / self.manifest_name, self.output / self.manifest_name)
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def resources_line(r: dict, timings: dict) -> str:
+    """'resources: 12.3 s wall, 22.1 s CPU; driver 180 MB peak, largest worker 420 MB; ...'"""
+    cpu = (r.get("driver_cpu_s") or 0) + (r.get("worker_cpu_s") or 0)
+    parts = [f"resources: {timings.get('total', 0):.1f} s wall, {cpu:.1f} s CPU",
+             f"driver {r.get('driver_peak_rss_mb') or 0:.0f} MB peak"]
+    if r.get("max_worker_rss_mb"):
+        parts.append(f"largest worker {r['max_worker_rss_mb']:.0f} MB")
+    uses = [f"{k} {v['core_use']:.0%} of {v['workers']} cores"
+            for k, v in r.get("phases", {}).items() if v.get("core_use") is not None]
+    if uses:
+        parts.append("core use " + ", ".join(uses))
+    return "; ".join(parts)
+
+
+def write_resources(folder: Path, stage: str, r: dict, timings: dict) -> None:
+    """<report>/resources.{json,md}: the numbers behind resources_line, per phase."""
+    from .report import markdown_table, save_report
+
+    rows = [[k, v.get("tasks"), v.get("workers"), v.get("wall_s"), v.get("task_cpu_s"),
+             "-" if v.get("core_use") is None else f"{v['core_use']:.0%}",
+             v.get("max_worker_rss_mb")] for k, v in r.get("phases", {}).items()]
+    md = [f"# {stage}: resources", "", resources_line(r, timings), "",
+          markdown_table(["phase", "tasks", "workers", "wall s", "task CPU s", "core use",
+                          "largest worker MB"], rows) if rows else "(no parallel phase)", "",
+          f"driver: peak {r.get('driver_peak_rss_mb')} MB, {r.get('driver_bytes_per_doc')} bytes "
+          "per document above its start"]
+    save_report(folder, "resources", {**r, "timings": timings}, "\n".join(md))
 
 
 def note_stale_downstream(manifest_file: Path, new_fp: str) -> list[Path]:

@@ -127,7 +127,8 @@ def test_counts_report_and_layout(exact_runs, sample_layout):
     units = plan_units(list_shards(sample_layout / "raw"))
     assert sorted(p.name for p in out.glob("*.parquet")) == [u.name for u in units]
     assert sorted(p.name for p in (out / "report").iterdir()) == [
-        "dedup_exact_stats.json", "dedup_exact_stats.md", "removed.parquet"]
+        "dedup_exact_stats.json", "dedup_exact_stats.md", "removed.parquet", "resources.json",
+        "resources.md"]
     assert not (out / "_work").exists() and not (out / "_results").exists()
     assert "largest duplicate groups" in cp.stdout and "documents" in cp.stdout
     stats = json.loads((out / "report" / "dedup_exact_stats.json").read_text())

@@ -81,8 +81,9 @@ def test_one_shard_is_cut_into_tasks_and_bytes_do_not_depend_on_workers(one_big_
     outs = []
     for w in ("1", "2"):
         out = tmp_path / f"w{w}"
-        run_script("clean.py", "--input", one_big_shard / "raw", "--output", out / "cleaned",
-                   "--task-mb", "1", "--workers", w)
+        cp = run_script("clean.py", "--input", one_big_shard / "raw", "--output", out / "cleaned",
+                        "--task-mb", "1", "--workers", w)
+        assert "resources:" in cp.stdout and "core use clean" in cp.stdout
         run_script("dedup_exact.py", "--input", out / "cleaned", "--output", out / "exact",
                    "--task-mb", "1", "--workers", w)
         outs.append(out)
@@ -101,6 +102,10 @@ def test_one_shard_is_cut_into_tasks_and_bytes_do_not_depend_on_workers(one_big_
     assert r["driver_bytes_per_doc"] is not None
     for phase in ("hash", "filter"):
         assert e[1]["resources"]["phases"][phase]["docs"] == e[1]["counts"]["docs_in"]
+    # and in the stage's report, for a person
+    rep = json.loads((outs[1] / "cleaned" / "report" / "resources.json").read_text())
+    assert rep["phases"]["clean"]["core_use"] == ph["core_use"]
+    assert "largest worker" in (outs[1] / "cleaned" / "report" / "resources.md").read_text()
 
 
 def test_progress_records_add_up_across_tasks(tmp_path):

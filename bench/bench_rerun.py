@@ -1,0 +1,112 @@
+"""Benchmark: the tuning loop. A first run, then a rerun with one threshold changed.
+
+    python bench/bench_rerun.py              # 250 MB of the benchmark corpus
+    python bench/bench_rerun.py --mb 500
+
+Runs the stages as a user does (subprocesses, default flags, all cores) on the same
+documents and times them around the command:
+
+- clean.py, then clean.py --min-chars 250 (signals kept by the first run are reused:
+  no cheap signal and almost no language ID is measured again);
+- dedup_exact.py once (its output is dedup_minhash's input);
+- dedup_minhash.py, then dedup_minhash.py --threshold 0.85 (signatures and band hashes
+  reused; output files whose rows do not change are reused as they are).
+
+Each rerun's output is checked to be byte-identical to a fresh run with the new value
+(the check is not timed). Targets (issue 11): a clean rerun takes at most 10% of the first
+run's wall time, a dedup_minhash rerun at most 25%. Also reported: the disk cost of the
+kept signals and signatures, in bytes per document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+for p in (ROOT, ROOT / "bench"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+TARGETS = {"clean": 0.10, "dedup_minhash": 0.25}
+
+
+def _run(script: str, *args) -> float:
+    t0 = time.time()
+    cp = subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
+                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if cp.returncode != 0:
+        raise RuntimeError(f"{script} {' '.join(map(str, args))}: {cp.stderr[-2000:]}")
+    return time.time() - t0
+
+
+def _files(out: Path) -> dict:
+    m = json.loads((out / "manifest.json").read_text())
+    return {f["name"]: f["xxh3_128"] for f in m["files"]}
+
+
+def run(corpus_texts: list[str], quick: bool = False) -> dict:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with tempfile.TemporaryDirectory() as td:
+        d = Path(td) / "data"
+        src = Path(td) / "src.parquet"
+        pq.write_table(pa.table({"id": [f"bench-{i}" for i in range(len(corpus_texts))],
+                                 "text": corpus_texts}), src)
+        mb = sum(len(t.encode("utf-8")) for t in corpus_texts) / 1e6
+        _run("download_data.py", "--input", src, "--output", d / "raw")
+        t = {}
+        t["clean"] = _run("clean.py", "--input", d / "raw", "--output", d / "cleaned")
+        t["clean rerun"] = _run("clean.py", "--input", d / "raw", "--output", d / "cleaned",
+                                "--min-chars", "250")
+        _run("clean.py", "--input", d / "raw", "--output", d / "fresh", "--min-chars", "250",
+             "--no-keep-signals")
+        same_clean = _files(d / "cleaned") == _files(d / "fresh")
+        shutil.rmtree(d / "fresh")
+        _run("dedup_exact.py", "--input", d / "cleaned", "--output", d / "dedup_exact")
+        t["dedup_minhash"] = _run("dedup_minhash.py", "--input", d / "dedup_exact",
+                                  "--output", d / "dedup")
+        t["dedup_minhash rerun"] = _run("dedup_minhash.py", "--input", d / "dedup_exact",
+                                        "--output", d / "dedup", "--threshold", "0.85")
+        _run("dedup_minhash.py", "--input", d / "dedup_exact", "--output", d / "fresh",
+             "--threshold", "0.85", "--no-keep-signatures")
+        same_mh = _files(d / "dedup") == _files(d / "fresh")
+        cm = json.loads((d / "cleaned" / "manifest.json").read_text())
+        mm = json.loads((d / "dedup" / "manifest.json").read_text())
+        docs_c, docs_m = cm["counts"]["docs_in"], mm["counts"]["docs_in"]
+        disk = {"clean_signals_bytes_per_doc": round(cm["signals"]["bytes"] / docs_c, 1),
+                "minhash_kept_bytes_per_doc": round(mm["kept"]["bytes"] / docs_m, 1)}
+    rows = []
+    for stage in ("clean", "dedup_minhash"):
+        ratio = t[f"{stage} rerun"] / t[stage]
+        rows.append({"name": f"{stage}: first run {t[stage]:.1f} s, rerun {t[stage + ' rerun']:.1f} s",
+                     "mb_per_s_per_core": mb / t[stage], "ratio": ratio,
+                     "target": f"<= {TARGETS[stage]:.0%} of the first run",
+                     "ok": ratio <= TARGETS[stage] and (same_clean if stage == "clean" else same_mh)})
+    return {"rows": rows, "seconds": t, "mb": mb, "docs": len(corpus_texts),
+            "identical_to_fresh": {"clean": same_clean, "dedup_minhash": same_mh}, **disk}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mb", type=float, default=250.0)
+    a = p.parse_args(argv)
+    from run_all import build_corpus
+
+    res = run(build_corpus(a.mb))
+    print(json.dumps({k: v for k, v in res.items() if k != "rows"}, indent=1))
+    for r in res["rows"]:
+        print(f"{r['name']}: {r['ratio']:.1%} ({r['target']}) {'ok' if r['ok'] else 'MISSED'}")
+    return 0 if all(r["ok"] for r in res["rows"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,256 @@
+"""Scale benchmark (`make bench-scale`): the whole pipeline at default flags on growing
+prefixes of the benchmark corpus, and a projection to FineWeb-Edu sample-10BT.
+
+    python bench/scale.py                       # 0.25, 0.5 and 1 GB of data/bench_corpus
+    python bench/scale.py --gb 0.25,0.5,1,2     # larger sizes
+    python bench/scale.py --gb 0.05 --quick     # a smoke run (what the tests call)
+
+For each size it writes the first N GB of the corpus (distinct real documents, built by
+scripts/build_bench_corpus.py) as parquet files, then runs download_data.py --input,
+clean.py, dedup_exact.py, dedup_minhash.py, train_tokenizer.py, pack_parallel.py and
+verify.py one after the other, each as a user would, with default flags (all cores).
+For each stage it reports:
+
+- wall time, measured around the command;
+- CPU time: the driver's own (all its threads) plus its tasks' in worker processes, from
+  the stage's manifest (dataprep.progress records them); verify.py, which has no
+  manifest, is one process and is measured by the harness;
+- peak RSS of the driver and of the largest worker;
+- core use = CPU / (cores x wall), and each parallel phase's own core use;
+- the exponent of wall time against size (a least-squares slope on log-log axes).
+
+The projection to sample-10BT (28.5 GB) splits each stage into its parallel phases
+(task CPU, which divides by the cores at the core use measured here) and the rest
+(driver time, which does not), both scaled linearly in bytes from the largest size;
+train_tokenizer's training scales with its sample, 5% of the corpus with a 1 GB floor
+and a 2 GB cap (section 4.7), not with the corpus. Results go to
+bench/results/scale.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+FINEWEB_BYTES = 28.5e9
+CORPUS = ROOT / "data" / "bench_corpus"
+STAGES = ["download_data", "clean", "dedup_exact", "dedup_minhash", "train_tokenizer",
+          "pack_parallel", "verify"]
+MANIFEST = {"download_data": "raw/manifest.json", "clean": "cleaned/manifest.json",
+            "dedup_exact": "dedup_exact/manifest.json", "dedup_minhash": "dedup/manifest.json",
+            "train_tokenizer": "tokenizer/manifest.json", "pack_parallel": "pack_manifest.json"}
+
+
+def stage_command(stage: str, data: Path, inputs: Path) -> list[str]:
+    """The command a user types for each stage, on the layout under `data` (default flags)."""
+    io = {"download_data": ["--input", str(inputs), "--output", str(data / "raw")],
+          "clean": ["--input", str(data / "raw"), "--output", str(data / "cleaned")],
+          "dedup_exact": ["--input", str(data / "cleaned"), "--output", str(data / "dedup_exact")],
+          "dedup_minhash": ["--input", str(data / "dedup_exact"), "--output", str(data / "dedup")],
+          "train_tokenizer": ["--input", str(data / "dedup"), "--output", str(data / "tokenizer")],
+          "pack_parallel": ["--input", str(data / "dedup"), "--tokenizer",
+                            str(data / "tokenizer" / "tokenizer.json"), "--output", str(data)],
+          "verify": ["--data-dir", str(data)]}[stage]
+    return [sys.executable, str(ROOT / f"{stage}.py"), *io]
+
+
+def corpus_prefix(corpus: Path, gb: float, out: Path) -> int:
+    """Copy the first `gb` GB of text of the corpus into parquet files under `out`
+    (whole shards, then part of the next, in corpus order); returns the text bytes."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from dataprep.shards import list_shards
+
+    out.mkdir(parents=True, exist_ok=True)
+    want, got = gb * 1e9, 0
+    for shard in list_shards(corpus):
+        if got >= want:
+            break
+        t = pq.read_table(shard, columns=["id", "text"])
+        sizes = np.cumsum(pc.binary_length(t.column("text")).to_numpy(zero_copy_only=False))
+        n = int(np.searchsorted(sizes, want - got, side="left")) + 1
+        t = t.slice(0, min(n, t.num_rows))
+        pq.write_table(t, out / shard.name, compression="zstd")
+        got += int(pc.sum(pc.binary_length(t.column("text"))).as_py())
+    if got < want * 0.98:
+        raise SystemExit(f"{corpus} holds only {got / 1e9:.2f} GB of text, not {gb} GB: "
+                         "build a larger corpus (scripts/build_bench_corpus.py --target-gb)")
+    return got
+
+
+def children_cpu() -> tuple[float, float]:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime, r.ru_maxrss / 1024
+
+
+def run_stage(stage: str, data: Path, inputs: Path, cores: int) -> dict:
+    """Run one stage as a subprocess; its wall, CPU, memory and core use."""
+    cpu0, _ = children_cpu()
+    t0 = time.time()
+    cp = subprocess.run(stage_command(stage, data, inputs), cwd=ROOT, capture_output=True,
+                        text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    wall = time.time() - t0
+    cpu1, rss = children_cpu()
+    if cp.returncode not in (0, 1) or (cp.returncode == 1 and stage != "verify"):
+        raise SystemExit(f"{stage} failed ({cp.returncode}):\n{cp.stderr[-3000:]}")
+    res = {"stage": stage, "wall_s": round(wall, 2), "phases": {}}
+    if stage in MANIFEST:
+        m = json.loads((data / MANIFEST[stage]).read_text())
+        r = m.get("resources") or {}
+        res["cpu_s"] = round(r.get("driver_cpu_s", 0) + r.get("worker_cpu_s", 0), 2)
+        res["driver_rss_mb"] = r.get("driver_peak_rss_mb")
+        res["worker_rss_mb"] = r.get("max_worker_rss_mb")
+        res["driver_bytes_per_doc"] = r.get("driver_bytes_per_doc")
+        res["phases"] = {k: {"wall_s": v.get("wall_s"), "task_cpu_s": v.get("task_cpu_s"),
+                             "core_use": v.get("core_use"), "tasks": v.get("tasks")}
+                         for k, v in (r.get("phases") or {}).items()}
+        res["timings"] = m.get("timings", {})
+        c = m.get("counts", {})
+        res["docs"] = c.get("docs_in", c.get("rows"))
+    else:  # verify.py: one process, measured here
+        res["cpu_s"] = round(cpu1 - cpu0, 2)
+        res["driver_rss_mb"] = round(rss, 1)
+        res["verify_pass"] = cp.returncode == 0
+    res["core_use"] = round(res["cpu_s"] / (cores * wall), 3) if wall else None
+    return res
+
+
+def exponent(sizes: list[float], walls: list[float]) -> float | None:
+    """Slope of log(wall) against log(size): 1.0 is linear."""
+    if len(sizes) < 2:
+        return None
+    return float(np.polyfit(np.log(sizes), np.log(walls), 1)[0])
+
+
+def tokenizer_sample(total: float) -> float:
+    """train_tokenizer.py's default sample: 5% of the corpus, at least 1 GB (or all of a
+    smaller corpus), at most 2 GB."""
+    return min(max(0.05 * total, min(1e9, total)), 2e9)
+
+
+def project(r: dict, size: float, cores: int, target: float = FINEWEB_BYTES) -> float:
+    """Minutes for `target` bytes on `cores` cores, from one stage's run on `size` bytes."""
+    par_wall = sum(p["wall_s"] or 0 for p in r["phases"].values())
+    par_cpu = sum(p["task_cpu_s"] or 0 for p in r["phases"].values())
+    use = [p["core_use"] for p in r["phases"].values() if p.get("core_use")]
+    eff = min(1.0, max(use) if use else 1.0)   # the parallel phases' core use, measured
+    serial = max(0.0, r["wall_s"] - par_wall)
+    if r["stage"] == "train_tokenizer":
+        train = (r.get("timings") or {}).get("train", 0)
+        serial_other = serial - train
+        scale_t = tokenizer_sample(target) / tokenizer_sample(size)
+        return (serial_other * target / size + train * scale_t
+                + par_cpu * target / size / (cores * eff)) / 60
+    return (serial * target / size + par_cpu * target / size / (cores * eff)) / 60
+
+
+def fmt(x, nd=1):
+    return "-" if x is None else f"{x:,.{nd}f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--gb", default="0.25,0.5,1", help="corpus sizes in GB (default 0.25,0.5,1)")
+    p.add_argument("--corpus", default=str(CORPUS), help="parquet shards of distinct documents")
+    p.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
+    p.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    p.add_argument("--keep", action="store_true", help="keep the scratch data")
+    p.add_argument("--quick", action="store_true", help="smoke run: tiny sizes allowed")
+    args = p.parse_args(argv)
+    from dataprep.layout import default_workers
+    from dataprep.report import table
+
+    sizes_gb = [float(x) for x in args.gb.split(",")]
+    corpus = Path(args.corpus)
+    if not corpus.exists():
+        raise SystemExit(f"{corpus} not found: build it with scripts/build_bench_corpus.py")
+    cores = default_workers()
+    work = Path(args.work) if args.work else Path(os.environ.get("TMPDIR", "/tmp")) / "bench_scale"
+    shutil.rmtree(work, ignore_errors=True)
+    cpu_name = cpu_model()
+    print(f"cores: {cores} ({cpu_name})", flush=True)
+    runs = []
+    for gb in sizes_gb:
+        d = work / f"{gb:g}GB"
+        inputs = d / "input"
+        nbytes = corpus_prefix(corpus, gb, inputs)
+        print(f"\n== {gb:g} GB ({nbytes / 1e9:.3f} GB of text)", flush=True)
+        res = []
+        for stage in STAGES:
+            r = run_stage(stage, d / "data", inputs, cores)
+            print(f"  {stage:16s} {r['wall_s']:8.1f} s wall  {r['cpu_s']:8.1f} s CPU  "
+                  f"core use {fmt(r['core_use'], 2)}", flush=True)
+            res.append(r)
+        runs.append({"gb": gb, "bytes": nbytes, "stages": res})
+        if not args.keep:
+            shutil.rmtree(d, ignore_errors=True)
+
+    sizes = [r["bytes"] for r in runs]
+    head = ["stage"] + [f"{r['gb']:g} GB wall s" for r in runs] + [
+        "CPU s", "core use", "driver RSS MB", "worker RSS MB", "exponent"]
+    rows, proj = [], []
+    last = runs[-1]
+    for i, stage in enumerate(STAGES):
+        walls = [r["stages"][i]["wall_s"] for r in runs]
+        lr = last["stages"][i]
+        rows.append([stage] + [fmt(w) for w in walls] + [
+            fmt(lr["cpu_s"]), fmt(lr["core_use"], 2), fmt(lr.get("driver_rss_mb"), 0),
+            fmt(lr.get("worker_rss_mb"), 0), fmt(exponent(sizes, walls), 2)])
+        proj.append([stage] + [project(lr, last["bytes"], c) for c in (2, 16, 64)])
+    total = [sum(p[k] for p in proj) for k in (1, 2, 3)]
+    phases = []
+    for i, stage in enumerate(STAGES):
+        for name, ph in last["stages"][i]["phases"].items():
+            phases.append([stage, name, ph["tasks"], fmt(ph["wall_s"]), fmt(ph["task_cpu_s"]),
+                           fmt(ph["core_use"], 2)])
+    text = [f"cores: {cores} ({cpu_name})", "", table(head, rows), "",
+            f"parallel phases at {last['gb']:g} GB:",
+            table(["stage", "phase", "tasks", "wall s", "task CPU s", "core use"], phases), "",
+            "projected wall time for FineWeb-Edu sample-10BT (28.5 GB), minutes:",
+            table(["stage", "2 cores", "16 cores", "64 cores"],
+                  [[p[0]] + [fmt(x) for x in p[1:]] for p in proj]
+                  + [["total"] + [fmt(x) for x in total]])]
+    print("\n" + "\n".join(text))
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    name = "scale_quick" if args.quick else "scale"
+    cmd = "python bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    (out / f"{name}.md").write_text(f"Command: `{cmd.strip()}`\n\n```\n" + "\n".join(text) + "\n```\n")
+    (out / f"{name}.json").write_text(json.dumps({"cpu": cpu_name, "cores": cores, "runs": runs,
+                                                  "projection_minutes": proj}, indent=2))
+    if not args.keep and not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def cpu_model() -> str:
+    """'AMD EPYC ..., AVX-512' or '..., AVX2 (no AVX-512)': which kernels ran."""
+    name, flags = "unknown CPU", set()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name") and name == "unknown CPU":
+                name = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    isa = "AVX-512" if "avx512f" in flags else "AVX2 (no AVX-512)" if "avx2" in flags else "no AVX2"
+    return f"{name}, {isa}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

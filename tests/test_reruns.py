@@ -1,0 +1,331 @@
+"""Tweak a threshold, rerun in seconds: kept signals and signatures give the bytes of a
+fresh run; bad caches are never used; sweeps write no output."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import ROOT, run_script
+from dataprep.manifest import check_input
+
+# every threshold flag of clean.py, lowered and raised from its default
+CLEAN_FLAGS = [("--min-chars", "100"), ("--min-chars", "400"),
+               ("--max-dup-lines", "0.1"), ("--max-dup-lines", "0.6"),
+               ("--max-char-run", "20"), ("--max-char-run", "120"),
+               ("--min-alnum", "0.3"), ("--min-alnum", "0.75"),
+               ("--min-lang-conf", "0.5"), ("--min-lang-conf", "0.95"),
+               ("--languages", "en"), ("--languages", "en,zh,ja,de")]
+
+
+def _clean(raw: Path, out: Path, *flags: str, check: bool = True) -> subprocess.CompletedProcess:
+    return run_script("clean.py", "--input", raw, "--output", out, "--workers", "2", *flags,
+                      check=check)
+
+
+def _data(out: Path, manifest: str = "manifest.json") -> dict[str, bytes]:
+    m = json.loads((out / manifest).read_text())
+    return {f["name"]: (out / f["name"]).read_bytes() for f in m["files"]}
+
+
+def _report(out: Path) -> dict:
+    """clean's report, without what legitimately differs between a rerun and a fresh run."""
+    stats = json.loads((out / "report" / "clean_stats.json").read_text())
+    stats.pop("signals")
+    ex = {p.name: p.read_text() for p in sorted((out / "report").glob("removed_*.jsonl"))}
+    return {"stats": stats, "examples": ex}
+
+
+@pytest.fixture(scope="module")
+def first(sample_layout, tmp_path_factory) -> Path:
+    """raw/ and cleaned/ (default thresholds), the cleaned/ with its signals."""
+    d = tmp_path_factory.mktemp("reruns") / "data"
+    shutil.copytree(sample_layout, d)
+    _clean(d / "raw", d / "cleaned")
+    return d
+
+
+def _copy(first: Path, tmp_path: Path) -> Path:
+    d = tmp_path / "data"
+    shutil.copytree(first, d)
+    return d
+
+
+@pytest.mark.parametrize("flag,value", CLEAN_FLAGS)
+def test_clean_rerun_equals_a_fresh_run(first, tmp_path, flag, value):
+    d = _copy(first, tmp_path)
+    cp = _clean(d / "raw", d / "cleaned", flag, value)
+    _clean(d / "raw", d / "fresh", flag, value)
+    assert _data(d / "cleaned") == _data(d / "fresh")
+    assert _report(d / "cleaned") == _report(d / "fresh")
+    m = json.loads((d / "cleaned" / "manifest.json").read_text())
+    f = json.loads((d / "fresh" / "manifest.json").read_text())
+    assert m["counts"] == f["counts"] and m["output_fingerprint"] == f["output_fingerprint"]
+    s, fs = m["signals"], f["signals"]
+    assert s["tasks_reused"] == s["tasks"] and fs["tasks_reused"] == 0
+    # the rerun measured exactly what the new thresholds need (the fresh run's calls) that
+    # the first run had not measured, and kept the union
+    old, fresh, new = (_measured(first / "cleaned"), _measured(d / "fresh"),
+                       _measured(d / "cleaned"))
+    assert s["lid_calls_made"] == sum((fresh[k] & ~old[k]).sum() for k in old)
+    assert s["lid_calls_made"] < fs["lid_calls_made"]
+    assert all(((old[k] | fresh[k]) == new[k]).all() for k in old)
+    assert "reused" in cp.stdout
+
+
+def _measured(out: Path) -> dict:
+    """Which language-ID calls the kept signals hold: part -> mask over documents."""
+    t = pq.read_table(sorted((out / "signals").glob("*.parquet")))
+    return {p: t.column(f"{p}_conf").is_valid().to_numpy(zero_copy_only=False)
+            for p in ("head", "tail", "full")}
+
+
+def test_higher_confidence_measures_full_text_only_where_needed(first, tmp_path):
+    """A document decided by the ends-first shortcut at 0.8 may need full-text LID at 0.95:
+    the rerun measures exactly those, and the kept signals grow by them."""
+    d = _copy(first, tmp_path)
+    before = pq.read_table(sorted((d / "cleaned" / "signals").glob("*.parquet")))
+    _clean(d / "raw", d / "cleaned", "--min-lang-conf", "0.95")
+    after = pq.read_table(sorted((d / "cleaned" / "signals").glob("*.parquet")))
+    full_before = before.column("full_conf").null_count
+    full_after = after.column("full_conf").null_count
+    m = json.loads((d / "cleaned" / "manifest.json").read_text())["signals"]
+    assert full_after < full_before and m["lid_calls_made"] >= full_before - full_after > 0
+    # what had been measured is still there, unchanged
+    for col in ("chars", "head_conf", "head_lang"):
+        a, b = before.column(col).to_pylist(), after.column(col).to_pylist()
+        assert all(x == y for x, y in zip(a, b) if x is not None)
+
+
+def test_signals_cost_and_dependencies_in_manifest(first):
+    m = json.loads((first / "cleaned" / "manifest.json").read_text())
+    s = m["signals"]
+    raw = json.loads((first / "raw" / "manifest.json").read_text())
+    assert s["depends_on"]["input_fingerprint"] == raw["output_fingerprint"]
+    assert s["depends_on"]["lid_model_xxh3_128"] == m["config"]["lid_model"]["xxh3_128"]
+    assert s["depends_on"]["lid_chars"] == 200
+    on_disk = sum(p.stat().st_size for p in (first / "cleaned" / "signals").iterdir())
+    assert s["bytes"] == on_disk and 10 < on_disk / m["counts"]["docs_in"] < 200
+    idx = json.loads((first / "cleaned" / "signals" / "index.json").read_text())
+    assert len(idx["files"]) == len(m["files"]) and all(len(f["xxh3_128"]) == 32 for f in idx["files"])
+
+
+def test_truncated_or_foreign_signals_are_recomputed(first, tmp_path, sample_layout):
+    d = _copy(first, tmp_path)
+    sig = sorted((d / "cleaned" / "signals").glob("*.parquet"))
+    sig[0].write_bytes(sig[0].read_bytes()[:100])           # truncated
+    # a file of the same name from another input (a one-shard corpus of other rows)
+    other = tmp_path / "other"
+    src = tmp_path / "o.jsonl"
+    src.write_text("".join(json.dumps({"text": f"another corpus, document {i} " * 20}) + "\n"
+                           for i in range(50)))
+    run_script("download_data.py", "--input", src, "--output", other / "raw")
+    _clean(other / "raw", other / "cleaned")
+    shutil.copy(next((other / "cleaned" / "signals").glob("*.parquet")), sig[1])
+    cp = _clean(d / "raw", d / "cleaned", "--min-chars", "300")
+    _clean(d / "raw", d / "fresh", "--min-chars", "300")
+    assert _data(d / "cleaned") == _data(d / "fresh")
+    s = json.loads((d / "cleaned" / "manifest.json").read_text())["signals"]
+    assert s["tasks_reused"] == s["tasks"] - 2
+    assert "digest mismatch" in cp.stderr
+    # a whole signals folder made from another input is refused by its dependencies
+    shutil.rmtree(d / "cleaned" / "signals")
+    shutil.copytree(other / "cleaned" / "signals", d / "cleaned" / "signals")
+    cp = _clean(d / "raw", d / "cleaned", "--min-chars", "250")
+    assert "made for another input_fingerprint" in cp.stderr
+    _clean(d / "raw", d / "fresh", "--min-chars", "250")
+    assert _data(d / "cleaned") == _data(d / "fresh")
+
+
+def test_lid_chars_change_invalidates_the_signals(first, tmp_path):
+    d = _copy(first, tmp_path)
+    cp = _clean(d / "raw", d / "cleaned", "--lid-chars", "100")
+    assert "made for another lid_chars" in cp.stderr
+    s = json.loads((d / "cleaned" / "manifest.json").read_text())["signals"]
+    assert s["tasks_reused"] == 0 and s["depends_on"]["lid_chars"] == 100
+
+
+def test_rerun_marks_downstream_stale_and_identical_rerun_does_not(first, tmp_path):
+    d = _copy(first, tmp_path)
+    run_script("dedup_exact.py", "--input", d / "cleaned", "--output", d / "dedup_exact")
+    cp = _clean(d / "raw", d / "cleaned")
+    assert "stale" not in cp.stderr
+    check_input(d / "dedup_exact" / "manifest.json")
+    cp = _clean(d / "raw", d / "cleaned", "--min-chars", "1000")
+    assert "dedup_exact was built from the previous output and is now stale" in cp.stderr
+
+
+def test_killed_rerun_leaves_the_previous_output(first, tmp_path):
+    d = _copy(first, tmp_path)
+    before = {p.relative_to(d): p.read_bytes() for p in (d / "cleaned").rglob("*") if p.is_file()}
+    args = ["--input", d / "raw", "--output", d / "cleaned", "--min-chars", "350",
+            "--report-all", "--workers", "2"]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "clean.py"), *map(str, args)], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    while not list(d.glob(".cleaned.partial/_logs/clean/progress/*.json")) and proc.poll() is None:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    after = {p.relative_to(d): p.read_bytes() for p in (d / "cleaned").rglob("*") if p.is_file()}
+    assert after == before
+    check_input(d / "cleaned" / "manifest.json")
+
+
+# -- sweeps -----------------------------------------------------------------------------
+
+def test_clean_sweep_writes_no_output_and_matches_real_runs(first, tmp_path):
+    d = _copy(first, tmp_path)
+    run_script("dedup_exact.py", "--input", d / "cleaned", "--output", d / "dedup_exact")
+    files = {p: p.read_bytes() for p in (d / "cleaned").rglob("*") if p.is_file()}
+    cp = _clean(d / "raw", d / "cleaned", "--sweep", "min_chars=100,200,600",
+                "--sweep", "min_lang_conf=0.65,0.8,0.9")
+    # output, manifest, signals untouched; only the sweep report added; nothing below stale
+    now = {p: p.read_bytes() for p in (d / "cleaned").rglob("*") if p.is_file()}
+    added = sorted(str(p.relative_to(d / "cleaned")) for p in set(now) - set(files))
+    assert added == ["report/sweep.json", "report/sweep.md"]
+    assert all(now[p] == b for p, b in files.items())
+    check_input(d / "dedup_exact" / "manifest.json")
+    assert "sweep min_chars" in cp.stdout and "sweep min_lang_conf" in cp.stdout
+    sweep = json.loads((d / "cleaned" / "report" / "sweep.json").read_text())
+    by = {s["param"]: s for s in sweep["sweeps"]}
+    assert [v["value"] for v in by["min_chars"]["values"]] == [100, 200, 600]
+    # each value's table equals a real run with that value
+    for value in ("600",):
+        _clean(d / "raw", d / "real", "--min-chars", value)
+        real = json.loads((d / "real" / "manifest.json").read_text())["counts"]
+        got = next(v for v in by["min_chars"]["values"] if v["value"] == int(value))
+        assert got["removed"] == real["removed"] and got["docs_out"] == real["docs_out"]
+    # what changes fate between neighbouring values: id, measured value, start of text
+    ch = by["min_chars"]["changes"][1]
+    assert (ch["from"], ch["to"]) == ("200", "600") and ch["documents"] > 0
+    assert ch["examples"]
+    for e in ch["examples"]:
+        assert e["removed_by"] == "600" and e["kept_by"] == "200"
+        assert e["rule"] == "too_short" and 200 <= e["value"]["chars"] < 600 and e["text"]
+    assert "removed at 600, kept at 200" in cp.stdout
+    md = (d / "cleaned" / "report" / "sweep.md").read_text()
+    assert "## min_lang_conf" in md and "change fate" in md
+
+
+def test_sweep_without_signals_measures_them_for_the_next_run(sample_layout, tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(sample_layout, d)
+    cp = _clean(d / "raw", d / "cleaned", "--sweep", "max_dup_lines=0.2,0.3")
+    assert not (d / "cleaned" / "manifest.json").exists()
+    assert (d / ".cleaned.signals" / "index.json").exists()
+    assert "sweep max_dup_lines" in cp.stdout
+    _clean(d / "raw", d / "cleaned")
+    s = json.loads((d / "cleaned" / "manifest.json").read_text())["signals"]
+    assert s["tasks_reused"] == s["tasks"] and s["lid_calls_made"] == 0
+    assert not (d / ".cleaned.signals").exists()      # merged into the output's signals
+    assert (d / "cleaned" / "report" / "sweep.json").exists()  # the sweep's report is kept
+
+
+def test_sweep_flag_errors_are_one_line(first):
+    for bad in ("min_chars", "nothing=1,2", "min_chars=a,b", "min_alnum=1.5"):
+        cp = _clean(first / "raw", first / "cleaned", "--sweep", bad, check=False)
+        assert cp.returncode == 2 and cp.stderr.startswith("error: ") and "Traceback" not in cp.stderr
+
+
+# -- dedup_minhash ----------------------------------------------------------------------
+
+def _minhash(d: Path, out: str, *flags: str, check: bool = True) -> subprocess.CompletedProcess:
+    return run_script("dedup_minhash.py", "--input", d / "dedup_exact", "--output", d / out,
+                      "--workers", "2", *flags, check=check)
+
+
+def _mh_outputs(out: Path) -> dict:
+    files = _data(out)
+    files["removed.parquet"] = (out / "report" / "removed.parquet").read_bytes()
+    return files
+
+
+@pytest.fixture(scope="module")
+def dedup_first(pipeline_layout, tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("mh") / "data"
+    shutil.copytree(pipeline_layout, d)
+    return d
+
+
+@pytest.mark.parametrize("flags", [("--threshold", "0.9"), ("--threshold", "0.7"),
+                                   ("--bands", "32", "--rows", "4")])
+def test_minhash_rerun_reuses_signatures_and_equals_fresh(dedup_first, tmp_path, flags):
+    d = _copy(dedup_first, tmp_path)
+    cp = _minhash(d, "dedup", *flags)
+    _minhash(d, "fresh", *flags, "--no-keep-signatures")
+    assert _mh_outputs(d / "dedup") == _mh_outputs(d / "fresh")
+    k = json.loads((d / "dedup" / "manifest.json").read_text())["kept"]
+    assert k["tasks_reused"] == k["tasks"]
+    assert k["output_files_reused"] > 0  # units whose rows did not change were not rewritten
+    assert "signatures reused for" in cp.stdout
+    assert not (d / "fresh" / "signatures").exists()
+    assert "not kept (--no-keep-signatures)" in run_script(
+        "dedup_minhash.py", "--input", d / "dedup_exact", "--output", d / "fresh2",
+        "--no-keep-signatures").stdout
+
+
+def test_minhash_kept_files_cost_and_keys(dedup_first):
+    m = json.loads((dedup_first / "dedup" / "manifest.json").read_text())
+    k = m["kept"]
+    on_disk = sum(p.stat().st_size for n in ("signatures", "bands")
+                  for p in (dedup_first / "dedup" / n).iterdir())
+    assert k["bytes"] == on_disk
+    deps = k["signatures"]["depends_on"]
+    up = json.loads((dedup_first / "dedup_exact" / "manifest.json").read_text())
+    assert deps == {"version": 1, "input_fingerprint": up["output_fingerprint"], "ngram": 5,
+                    "num_perm": 128, "seed": 1}
+    assert k["bands"]["depends_on"] == {**deps, "bands": 16, "rows": 8}
+
+
+def test_minhash_bad_signature_files_are_recomputed(dedup_first, tmp_path):
+    d = _copy(dedup_first, tmp_path)
+    sig = sorted((d / "dedup" / "signatures").glob("*.npy"))
+    sig[0].write_bytes(sig[0].read_bytes()[:200])
+    band = sorted((d / "dedup" / "bands").glob("*.npy"))
+    band[1].write_bytes(band[0].read_bytes())  # another unit's file under this name
+    cp = _minhash(d, "dedup", "--threshold", "0.85")
+    _minhash(d, "fresh", "--threshold", "0.85", "--no-keep-signatures")
+    assert _mh_outputs(d / "dedup") == _mh_outputs(d / "fresh")
+    assert "digest mismatch" in cp.stderr
+    k = json.loads((d / "dedup" / "manifest.json").read_text())["kept"]
+    assert k["tasks_reused"] == k["tasks"] - 1
+    # another --seed: the kept signatures are for other hash functions, never used
+    cp = _minhash(d, "dedup", "--seed", "2")
+    assert "made for another seed" in cp.stderr
+
+
+def test_minhash_sweep_writes_no_output(dedup_first, tmp_path):
+    d = _copy(dedup_first, tmp_path)
+    files = {p: p.read_bytes() for p in (d / "dedup").rglob("*") if p.is_file()}
+    cp = _minhash(d, "dedup", "--sweep", "threshold=0.7,0.75,0.8,0.85,0.9")
+    now = {p: p.read_bytes() for p in (d / "dedup").rglob("*") if p.is_file()}
+    assert sorted(str(p.relative_to(d / "dedup")) for p in set(now) - set(files)) == [
+        "report/sweep.json", "report/sweep.md"]
+    assert all(now[p] == b for p, b in files.items())
+    check_input(d / "pack_manifest.json")  # the packed files are still fresh
+    s = json.loads((d / "dedup" / "report" / "sweep.json").read_text())
+    assert [t["threshold"] for t in s["thresholds"]] == [0.7, 0.75, 0.8, 0.85, 0.9]
+    real = json.loads((d / "dedup" / "manifest.json").read_text())["counts"]
+    at08 = next(t for t in s["thresholds"] if t["threshold"] == 0.8)
+    assert at08["removed"] == real["removed"]["near_duplicate"]
+    assert at08["clusters"] == real["clusters"] and at08["rejected"] == real["candidates_rejected"]
+    removed = [t["removed"] for t in s["thresholds"]]
+    assert removed == sorted(removed, reverse=True)
+    for ch in s["changes"]:
+        assert ch["documents"] >= 0
+        for e in ch["examples"]:
+            assert ch["from"] <= e["similarity"] < ch["to"] and e["text"] and e["other_text"]
+    assert "pairs merged at" in cp.stdout
+    bad = _minhash(d, "dedup", "--sweep", "bands=8", check=False)
+    assert bad.returncode == 2 and "threshold" in bad.stderr
