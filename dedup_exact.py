@@ -50,8 +50,8 @@ from dataprep.progress import task_progress
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import list_shards, write_table
 from dataprep.stage import StageRun
-from dataprep.units import (Unit, describe, fetch_rows, filter_unit, locate, plan_units,
-                            previous_files, read_unit, unit_offsets)
+from dataprep.units import (Unit, describe, fetch_rows, filter_recipe, filter_unit, locate,
+                            plan_units, previous_files, read_unit, unit_offsets)
 
 WORK = "_work"
 BYTES_PER_DOC = 32          # hi + lo + global index (24) + sort permutation (8)
@@ -249,6 +249,14 @@ def _select_spilled(hash_files, offsets, parts, spill_dir: Path):
 # Phase 3: copy the kept rows of one shard.
 # --------------------------------------------------------------------------------------
 
+def keep_mask(dup: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Which of the documents lo..hi-1 (global indices) are not in the sorted array dup."""
+    a, b = np.searchsorted(dup, [lo, hi])
+    keep = np.ones(hi - lo, dtype=bool)
+    keep[np.asarray(dup[a:b]) - lo] = False
+    return keep
+
+
 def filter_task(rank: int, world_size: int, units: list[dict], offsets: list[int],
                 staging: str, drop: str = "dup.npy", input_fingerprint: str | None = None,
                 previous: dict | None = None) -> None:
@@ -257,14 +265,32 @@ def filter_task(rank: int, world_size: int, units: list[dict], offsets: list[int
     previous output with the same recipe is reused (dataprep.units.filter_unit)."""
     dup = np.load(Path(staging) / WORK / drop, mmap_mode="r")
     lo, hi = offsets[rank], offsets[rank + 1]
-    a, b = np.searchsorted(dup, [lo, hi])
-    keep = np.ones(hi - lo, dtype=bool)
-    keep[np.asarray(dup[a:b]) - lo] = False
     unit = Unit(**units[rank])
-    rec = filter_unit(unit, Path(staging) / unit.name, keep, input_fingerprint,
+    rec = filter_unit(unit, Path(staging) / unit.name, keep_mask(dup, lo, hi), input_fingerprint,
                       (previous or {}).get(unit.name))
     task_progress().add(hi - lo, rec["text_bytes"])
     save_task_result(staging, "filter", rank, rec)
+
+
+def filter_phase(run: StageRun, args, units: list[Unit], offsets: np.ndarray,
+                 drop: str) -> list[dict]:
+    """The filter phase of both dedup stages: one task per unit, copying its kept rows.
+
+    A rerun that changes no unit's rows (the previous output's recipes all match) only
+    checks and links the previous files, in this process rather than in a worker pool."""
+    staging = run.staging
+    previous = previous_files(run.output, run.input_fingerprint)
+    dup = np.load(staging / WORK / drop, mmap_mode="r")
+    unchanged = bool(previous) and all(
+        (previous.get(u.name) or {}).get("recipe") == filter_recipe(
+            u, keep_mask(dup, offsets[i], offsets[i + 1]), run.input_fingerprint)
+        for i, u in enumerate(units))
+    run.parallel("filter", filter_task, len(units), args, inline=unchanged,
+                 total_docs=int(offsets[-1]), total_bytes=sum(u.text_bytes for u in units),
+                 units=[u.to_dict() for u in units], offsets=[int(x) for x in offsets],
+                 staging=str(staging), drop=drop, input_fingerprint=run.input_fingerprint,
+                 previous=previous)
+    return load_task_results(staging, "filter", len(units))
 
 
 # --------------------------------------------------------------------------------------
@@ -383,11 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             save_npy(work / "partitions.npy", np.array(partitions))
             save_npy(work / "dup.npy", dup)  # last: its presence marks the phase done
 
-    run.parallel("filter", filter_task, len(units), args, **sizes, **task_args,
-                 offsets=[int(x) for x in offsets], staging=str(staging),
-                 input_fingerprint=run.input_fingerprint,
-                 previous=previous_files(out, run.input_fingerprint))
-    records = load_task_results(staging, "filter", len(units))
+    records = filter_phase(run, args, units, offsets, "dup.npy")
 
     counts = {
         "docs_in": int(offsets[-1]), "docs_out": sum(r["rows"] for r in records),

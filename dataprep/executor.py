@@ -174,9 +174,11 @@ def _local_executor_cls():
 
 
 def build_executor(step: ShardTask, tasks: int, args: argparse.Namespace, logging_dir: Path,
-                   name: str):
+                   name: str, inline: bool = False):
     kind = getattr(args, "executor", "local")
     workers = max(1, min(int(getattr(args, "workers", 1) or 1), tasks))
+    if inline and kind == "local":
+        workers = 1  # datatrove runs the tasks one by one in this process: no pool to start
     verbose = getattr(args, "verbose", False)
     if kind == "local":
         cls = _local_executor_cls()
@@ -223,12 +225,14 @@ def build_executor(step: ShardTask, tasks: int, args: argparse.Namespace, loggin
 
 def run_tasks(fn: Callable, tasks: int, args: argparse.Namespace, logging_dir: Path,
               name: str, progress: bool = True, total_docs: int = 0, total_bytes: int = 0,
-              **kwargs) -> dict:
+              inline: bool = False, **kwargs) -> dict:
     """Run fn for ranks 0..tasks-1 through the chosen executor; skip tasks already done.
 
     Returns the phase's resources (dataprep.progress.phase_resources): task CPU seconds,
     core use and the largest worker's peak RSS. total_docs / total_bytes size the
-    progress bar."""
+    progress bar. inline: the phase is too small to pay for a worker pool (a second or
+    so to start); on the local executor its tasks then run in this process, one after
+    another (Ray and Slurm are unchanged). The tasks and their output are the same."""
     if tasks <= 0:
         return {"tasks": 0}
     sys_path = [str(Path(__file__).resolve().parent.parent)]
@@ -238,7 +242,7 @@ def run_tasks(fn: Callable, tasks: int, args: argparse.Namespace, logging_dir: P
                      progress_dir=str(logging_dir.resolve()),
                      driver_pid=os.getpid() if kind == "local" else None)
     _quiet(getattr(args, "verbose", False))
-    ex = build_executor(step, tasks, args, logging_dir, name)
+    ex = build_executor(step, tasks, args, logging_dir, name, inline)
     t0 = time.time()
     with prog.ProgressBar(logging_dir, name, total_bytes, total_docs,
                           enabled=None if progress else False):
@@ -253,8 +257,8 @@ def run_tasks(fn: Callable, tasks: int, args: argparse.Namespace, logging_dir: P
     if done < tasks:
         raise StageError(f"{name}: only {done} of {tasks} tasks finished; "
                          f"see {logging_dir}/logs and rerun to resume")
-    return prog.phase_resources(logging_dir, tasks, int(getattr(args, "workers", 1) or 1),
-                                time.time() - t0)
+    workers = 1 if inline and kind == "local" else int(getattr(args, "workers", 1) or 1)
+    return prog.phase_resources(logging_dir, tasks, workers, time.time() - t0)
 
 
 def _completed(logging_dir: Path) -> int:

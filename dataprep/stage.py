@@ -99,12 +99,14 @@ class StageRun:
             self.timings[name] = round(time.time() - t, 3)
 
     def parallel(self, phase: str, fn, tasks: int, args, total_docs: int = 0,
-                 total_bytes: int = 0, **kwargs) -> dict:
+                 total_bytes: int = 0, inline: bool = False, **kwargs) -> dict:
         """Run a parallel phase (fn for ranks 0..tasks-1) through the executor, timed, with
-        its progress bar; its resources (core use, worker memory) go into the manifest."""
+        its progress bar; its resources (core use, worker memory) go into the manifest.
+        inline: too little work for a worker pool (see dataprep.executor.run_tasks)."""
         with self.phase(phase):
             res = run_tasks(fn, tasks, args, self.logging_dir(phase), phase,
-                            total_docs=total_docs, total_bytes=total_bytes, **kwargs)
+                            total_docs=total_docs, total_bytes=total_bytes, inline=inline,
+                            **kwargs)
         self.resources[phase] = res
         return res
 
