@@ -41,10 +41,11 @@ neighbouring values, without writing any output.
 
 The signature kernel is compiled with numba (cached on disk after the first run). Each
 of the k hash functions is h_i(x) = ((a_i * x + b_i) mod 2^64) >> 32 on a 32-bit
-shingle hash x (multiply-add-shift, a strongly universal family), so a signature costs
-one multiply, one add and one min per shingle and function, with no modulo. A text
-shorter than the shingle length is one shingle (the whole text); a multi-megabyte text
-is normalised and hashed in pieces, in bounded memory. Nothing is skipped.
+shingle hash x (multiply-add-shift, a strongly universal family, no modulo), computed
+exactly in 32-bit SIMD lanes that AVX2 has (see _min_hashes), once per distinct shingle
+of a text: a repeat cannot change a minimum. The kernel also normalises the text. A
+text shorter than the shingle length is one shingle (the whole text); a multi-megabyte
+text is normalised and hashed in pieces, in bounded memory. Nothing is skipped.
 """
 
 from __future__ import annotations
@@ -72,9 +73,8 @@ from dataprep.progress import task_progress
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import list_shards, write_table
 from dataprep.stage import StageRun
-from dataprep.units import (Unit, describe, fetch_rows, locate, plan_units, previous_files,
-                            read_unit, unit_offsets)
-from dedup_exact import filter_task, normalise, save_npy, shard_rows_of, snippet
+from dataprep.units import Unit, describe, fetch_rows, locate, plan_units, read_unit, unit_offsets
+from dedup_exact import filter_phase, normalise, save_npy, shard_rows_of, snippet
 
 WORK = "_work"
 BATCH_ROWS = 2048
@@ -84,8 +84,18 @@ EMPTY = np.uint32(0xFFFFFFFF)
 
 
 # --------------------------------------------------------------------------------------
-# The MinHash kernels (numba). Everything runs on uint64 with wrap-around arithmetic.
+# The MinHash kernels (numba). Shingle hashes are 64-bit FNV-1a + fmix64 cut to 32 bits;
+# the k hash functions run in 32-bit lanes (see _min_hashes), so they vectorise on AVX2.
 # --------------------------------------------------------------------------------------
+
+BLOCK = 512                  # shingles hashed together; the k functions run on 1-2 blocks
+SEEN_SLOTS = 1 << 14         # the table of a text's shingle hashes seen so far: at most 64 KB
+SPECIAL = np.uint32(0xFFFFFFFF)   # in _char_map: a character left to normalise()
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_PRIME = np.uint64(0x100000001B3)
+LOW32 = np.uint64(0xFFFFFFFF)
+SHIFT32 = np.uint64(32)
+
 
 @njit(cache=True, inline="always")
 def _fmix64(h):
@@ -101,57 +111,172 @@ def _fmix64(h):
 @njit(cache=True, inline="always")
 def _shingle_hash(cp, start, stop):
     """32-bit hash of the code points cp[start:stop] (FNV-1a style, then fmix64)."""
-    h = np.uint64(0xCBF29CE484222325)
+    h = FNV_OFFSET
     for q in range(start, stop):
-        h = (h ^ np.uint64(cp[q])) * np.uint64(0x100000001B3)
+        h = (h ^ np.uint64(cp[q])) * FNV_PRIME
     h ^= np.uint64(stop - start)
-    return _fmix64(h) >> np.uint64(32)
+    return _fmix64(h) >> SHIFT32
 
 
-@njit(cache=True, inline="always")
-def _update(x, a, b, acc):
-    """acc[i] = min(acc[i], h_i(x)) for the k hash functions h_i(x) = (a_i*x + b_i) >> 32."""
+@njit(cache=True)
+def _hash_shingles(cp, start, count, n, hs):
+    """hs[j] = _shingle_hash(cp, start + j, start + j + n) for j < count, computed one
+    character position at a time for all count shingles: independent multiplies that
+    pipeline, instead of one shingle's chain of n dependent ones."""
+    for j in range(count):
+        hs[j] = FNV_OFFSET
+    for q in range(n):
+        for j in range(count):
+            hs[j] = (hs[j] ^ np.uint64(cp[start + j + q])) * FNV_PRIME
+    for j in range(count):
+        hs[j] = _fmix64(hs[j] ^ np.uint64(n)) >> SHIFT32
+
+
+@njit(cache=True)
+def _split_multipliers(a):
+    """a_i = a_hi * 2^32 + a_lo -> the uint32 arrays (a_lo, a_hi)."""
+    a_lo = np.empty(a.shape[0], np.uint32)
+    a_hi = np.empty(a.shape[0], np.uint32)
     for i in range(a.shape[0]):
-        v = (a[i] * x + b[i]) >> np.uint64(32)
-        if v < acc[i]:
-            acc[i] = v
+        a_lo[i] = np.uint32(a[i] & LOW32)
+        a_hi[i] = np.uint32(a[i] >> SHIFT32)
+    return a_lo, a_hi
+
+
+@njit(cache=True)
+def _min_hashes(xs, count, a_lo, a_hi, b, acc):
+    """acc[i] = min(acc[i], h_i(x)) over x in xs[:count], h_i(x) = ((a_i*x + b_i) mod 2^64) >> 32.
+
+    For x < 2^32 and a_i = a_hi * 2^32 + a_lo, exactly:
+        h_i(x) = (((a_lo*x + b_i) mod 2^64) >> 32  +  a_hi*x) mod 2^32,
+    since a_hi*x*2^32 only adds to bits 32..63. That is one 32x32->64 multiply
+    (vpmuludq), one 64-bit add and one 32-bit multiply, add and min (vpmulld, vpaddd,
+    vpminud): all of them AVX2 instructions, where the uint64 formula needs the
+    AVX-512-only vpmullq and vpminuq. The loop over x is the vectorised one.
+    """
+    for i in range(a_lo.shape[0]):
+        lo, hi, add = np.uint64(a_lo[i]), a_hi[i], b[i]
+        m = acc[i]
+        for j in range(count):
+            x = xs[j]
+            v = np.uint32(np.uint32((lo * np.uint64(x) + add) >> SHIFT32) + np.uint32(hi * x))
+            m = min(m, v)
+        acc[i] = m
+
+
+@njit(cache=True)
+def _clear_seen(seen, shingles):
+    """Empty the first slots of the seen-table, about 4 per shingle; returns the slot mask."""
+    size = 64
+    while size < 4 * shingles and size < seen.shape[0]:
+        size *= 2
+    seen[:size] = 0
+    return np.uint32(size - 1)
+
+
+@njit(cache=True)
+def _keep_unseen(hs, count, seen, mask, xs, kept):
+    """Append to xs[kept:] the hashes of hs[:count] not seen before in this text; returns
+    the new kept. The table is direct-mapped and lossy: a collision only lets a repeated
+    hash through again, which cannot change a minimum (slot value 0 = empty)."""
+    for j in range(count):
+        x = np.uint32(hs[j])
+        slot = x & mask
+        old = seen[slot]
+        seen[slot] = x
+        xs[kept] = x
+        kept += (old != x) | (x == 0)
+    return kept
+
+
+@njit(cache=True)
+def _sign_text(cp, start, stop, n, a_lo, a_hi, b, acc, hs, xs, seen):
+    """acc = min(acc, MinHash of the normalised code points cp[start:stop]).
+
+    A text shorter than n characters is a single shingle: the whole text. Otherwise its
+    shingles are hashed BLOCK at a time, repeats dropped, and the k functions applied to
+    the distinct hashes collected so far (xs holds 2 * BLOCK)."""
+    if stop - start < n:
+        xs[0] = np.uint32(_shingle_hash(cp, start, stop))
+        _min_hashes(xs, 1, a_lo, a_hi, b, acc)
+        return
+    end = stop - n + 1
+    mask = _clear_seen(seen, end - start)
+    kept = 0
+    for p in range(start, end, BLOCK):
+        count = min(BLOCK, end - p)
+        _hash_shingles(cp, p, count, n, hs)
+        kept = _keep_unseen(hs, count, seen, mask, xs, kept)
+        if kept > BLOCK:
+            _min_hashes(xs, kept, a_lo, a_hi, b, acc)
+            kept = 0
+    _min_hashes(xs, kept, a_lo, a_hi, b, acc)
+
+
+@njit(cache=True)
+def _normalise_into(cp, start, stop, char_map, buf):
+    """buf[:m] = normalise(text) for the code points cp[start:stop]; returns m, or -1 if
+    the text holds a character _char_map cannot lower alone (then normalise() must).
+
+    Branch-free: every whitespace character maps to a space, and a space is written only
+    after a non-space, so runs collapse and leading spaces vanish; a trailing one is cut."""
+    m = 0
+    prev = np.uint32(32)
+    special = False
+    for p in range(start, stop):
+        c = char_map[cp[p]]
+        buf[m] = c
+        m += (c != 32) | (prev != 32)
+        prev = c
+        special |= c == SPECIAL
+    if m > 0 and buf[m - 1] == 32:
+        m -= 1
+    return -1 if special else m
 
 
 @njit(cache=True)
 def _sig_texts(cp, offsets, n, a, b, out):
-    """Signatures of texts given as code points cp[offsets[d]:offsets[d+1]].
+    """Signatures of normalised texts given as code points cp[offsets[d]:offsets[d+1]].
 
     out (docs x k, uint32) holds running minima, so a long text can be fed in pieces.
-    A text shorter than n characters is a single shingle: the whole text.
     """
-    k = a.shape[0]
-    acc = np.empty(k, np.uint64)
+    a_lo, a_hi = _split_multipliers(a)
+    hs = np.empty(BLOCK, np.uint64)
+    xs = np.empty(2 * BLOCK, np.uint32)
+    seen = np.empty(SEEN_SLOTS, np.uint32)
     for d in range(offsets.shape[0] - 1):
-        s, e = offsets[d], offsets[d + 1]
-        for i in range(k):
-            acc[i] = out[d, i]
-        if e - s < n:
-            _update(_shingle_hash(cp, s, e), a, b, acc)
-        else:
-            for p in range(s, e - n + 1):
-                _update(_shingle_hash(cp, p, p + n), a, b, acc)
-        for i in range(k):
-            out[d, i] = acc[i]
+        _sign_text(cp, offsets[d], offsets[d + 1], n, a_lo, a_hi, b, out[d], hs, xs, seen)
+
+
+@njit(cache=True)
+def _sig_raw_texts(cp, offsets, n, a, b, char_map, out, lens):
+    """Signatures of raw texts: each is normalised here first (see _normalise_into).
+
+    lens[d] = length of the normalised text d, or -1 if it was left to normalise()
+    (its row of out untouched)."""
+    a_lo, a_hi = _split_multipliers(a)
+    longest = 0
+    for d in range(offsets.shape[0] - 1):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    buf = np.empty(longest, np.uint32)
+    hs = np.empty(BLOCK, np.uint64)
+    xs = np.empty(2 * BLOCK, np.uint32)
+    seen = np.empty(SEEN_SLOTS, np.uint32)
+    for d in range(offsets.shape[0] - 1):
+        m = _normalise_into(cp, offsets[d], offsets[d + 1], char_map, buf)
+        lens[d] = m
+        if m >= 0:
+            _sign_text(buf, 0, m, n, a_lo, a_hi, b, out[d], hs, xs, seen)
 
 
 @njit(cache=True)
 def _sig_hashed(x, offsets, a, b, out):
     """Signatures of sets given directly as 32-bit shingle hashes (used by the demo's
     simulation of pairs with an exact Jaccard similarity)."""
-    k = a.shape[0]
-    acc = np.empty(k, np.uint64)
+    a_lo, a_hi = _split_multipliers(a)
     for d in range(offsets.shape[0] - 1):
-        for i in range(k):
-            acc[i] = out[d, i]
-        for p in range(offsets[d], offsets[d + 1]):
-            _update(np.uint64(x[p]), a, b, acc)
-        for i in range(k):
-            out[d, i] = acc[i]
+        s, e = offsets[d], offsets[d + 1]
+        _min_hashes(x[s:e], e - s, a_lo, a_hi, b, out[d])
 
 
 @njit(cache=True)
@@ -201,17 +326,33 @@ class MinHasher:
                 lens[i] = self._long(t, out[i:i + 1], normalised)
             else:
                 short.append(i)
-        if short:
-            norm = [(texts[i] or "") if normalised else normalise(texts[i]) for i in short]
-            cp, off = _code_points(norm)
-            sub = self.empty(len(short))
-            _sig_texts(cp, off, self.n, self.a, self.b, sub)
-            out[short] = sub
-            lens[short] = np.diff(off)
+        if short and len(short) == len(texts):
+            self._short([t or "" for t in texts], out, lens, normalised)
+        elif short:
+            sub, sub_lens = self.empty(len(short)), np.zeros(len(short), dtype=np.int64)
+            self._short([texts[i] or "" for i in short], sub, sub_lens, normalised)
+            out[short], lens[short] = sub, sub_lens
         return out, lens
 
     def signature(self, text: str, normalised: bool = False) -> np.ndarray:
         return self.signatures([text], normalised)[0]
+
+    def _short(self, texts: list[str], out: np.ndarray, lens: np.ndarray,
+               normalised: bool) -> None:
+        """Texts up to LONG_TEXT characters, all in one kernel call: normalised there,
+        except the rare text with a character whose lowercase needs str.lower()."""
+        cp, off = _code_points(texts)
+        if normalised:
+            _sig_texts(cp, off, self.n, self.a, self.b, out)
+            lens[:] = np.diff(off)
+            return
+        _sig_raw_texts(cp, off, self.n, self.a, self.b, _char_map(), out, lens)
+        left = np.nonzero(lens < 0)[0]
+        if len(left):
+            cp, off = _code_points([normalise(texts[i]) for i in left])
+            sub = self.empty(len(left))
+            _sig_texts(cp, off, self.n, self.a, self.b, sub)
+            out[left], lens[left] = sub, np.diff(off)
 
     def _long(self, text: str, out: np.ndarray, normalised: bool) -> int:
         """A long text, piece by piece: the last n-1 characters of each piece are carried
@@ -247,10 +388,38 @@ class MinHasher:
 
 def _code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """Texts -> one uint32 array of Unicode code points, and the offsets of each text."""
-    enc = [t.encode("utf-32-le") for t in texts]
-    off = np.zeros(len(enc) + 1, np.int64)
-    np.cumsum(np.fromiter((len(e) // 4 for e in enc), np.int64, len(enc)), out=off[1:])
-    return np.frombuffer(b"".join(enc), dtype=np.uint32), off
+    off = np.zeros(len(texts) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)), out=off[1:])
+    return np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32), off
+
+
+_CHAR_MAP: np.ndarray | None = None
+
+
+def _char_map() -> np.ndarray:
+    """Code point -> what normalise() makes of it, for the kernel (built once, 4.4 MB).
+
+    Whitespace (exactly the characters str.split() splits on) -> 32, a space; any other
+    character -> its str.lower() when that is one character not depending on context;
+    SPECIAL for the rest, which normalise() handles: capital sigma (its lowercase
+    depends on the next letter) and the few characters lowering to two (U+0130).
+    """
+    global _CHAR_MAP
+    if _CHAR_MAP is None:
+        everything = np.arange(0x110000, dtype=np.uint32).tobytes().decode("utf-32-le",
+                                                                            "surrogatepass")
+        special = "\u03a3\u0130"
+        lower = everything.translate({ord(c): "?" for c in special}).lower()
+        if len(lower) == len(everything):
+            m = np.frombuffer(lower.encode("utf-32-le", "surrogatepass"), np.uint32).copy()
+        else:   # another character lowers to several: find them one by one
+            m = np.array([ord(low) if len(low) == 1 else SPECIAL
+                          for low in (c.lower() for c in everything)], dtype=np.uint32)
+        m[[ord(c) for c in special]] = SPECIAL
+        m[m == 32] = SPECIAL                 # a non-space lowering to a space (none does)
+        m[[s.start() for s in _WS.finditer(everything)]] = 32
+        _CHAR_MAP = m
+    return _CHAR_MAP
 
 
 def _raw_pieces(text: str, size: int = LONG_TEXT):
@@ -804,7 +973,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def signature_phase(run_parallel, units, offsets, args, staging: Path, sig_src, band_src
                     ) -> list[dict]:
-    run_parallel("signatures", signature_task, len(units), args,
+    # when every unit's signatures are kept, the tasks only check digests and link files
+    reused = all(sig_src) and all(band_src)
+    run_parallel("signatures", signature_task, len(units), args, inline=reused,
                  total_docs=int(offsets[-1]), total_bytes=sum(u.text_bytes for u in units),
                  units=[u.to_dict() for u in units], staging=str(staging),
                  num_perm=args.num_perm, ngram=args.ngram, seed=args.seed, bands=args.bands,
@@ -814,7 +985,10 @@ def signature_phase(run_parallel, units, offsets, args, staging: Path, sig_src, 
 
 def candidates(run_parallel, units, offsets, args, staging: Path) -> tuple[np.ndarray, int]:
     """Phase 2 and the unique candidate pairs: (pairs, band collisions)."""
-    run_parallel("buckets", bucket_task, args.bands, args, units=len(units), staging=str(staging))
+    # sorting b arrays of 8 bytes per document: far less than a second per million
+    # documents, so a worker pool would cost more than the work below a few million
+    run_parallel("buckets", bucket_task, args.bands, args, units=len(units), staging=str(staging),
+                 inline=int(offsets[-1]) < 4_000_000)
     band_pairs = sum(r["pairs"] for r in load_task_results(staging, "buckets", args.bands))
     work = staging / WORK
     pairs = unique_pairs([work / "pairs" / f"{j:03d}.npy" for j in range(args.bands)],
@@ -865,13 +1039,7 @@ def main(argv: list[str] | None = None) -> int:
         removed_sims = similarity(sigs.get(removed), sigs.get(kept_of)) if len(removed) else np.zeros(0)
         save_npy(work / "removed.npy", removed)
 
-    run.parallel("filter", filter_task, len(units), args, total_docs=n_docs,
-                 total_bytes=sum(u.text_bytes for u in units),
-                 units=[u.to_dict() for u in units], offsets=[int(x) for x in offsets],
-                 staging=str(staging), drop="removed.npy",
-                 input_fingerprint=run.input_fingerprint,
-                 previous=previous_files(out, run.input_fingerprint))
-    records = load_task_results(staging, "filter", len(units))
+    records = filter_phase(run, args, units, offsets, "removed.npy")
 
     counts = {
         "docs_in": n_docs, "docs_out": sum(r["rows"] for r in records),
