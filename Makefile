@@ -14,9 +14,10 @@ $(STAMP): requirements.txt
 	@touch $(STAMP)
 
 # Every stage that exists, in pipeline order, on the bundled sample (data/sample/),
-# with the two worked-example demos and the compression table where they belong.
+# with the two worked-example demos and the compression table where they belong, and
+# report.py's HTML page of the whole run (data/report.html) last.
 DEMO_STEPS := download_data clean dedup_exact dedup_minhash minhash_demo bpe_demo \
-              train_tokenizer compare_tokenizers pack_parallel verify
+              train_tokenizer compare_tokenizers pack_parallel verify report
 demo: $(STAMP)
 	@set -e; for s in $(DEMO_STEPS); do \
 	  if [ -f $$s.py ]; then \
@@ -34,4 +35,5 @@ bench: $(STAMP)
 clean-data:
 	rm -rf data/raw data/cleaned data/dedup_exact data/dedup data/tokenizer data/figures \
 	  data/train.bin data/val.bin data/pack_manifest.json data/pack_report data/verify_report.md \
+	  data/verify_report.json data/report.html \
 	  data/logs data/download data/.*.partial data/.*.old

@@ -1,0 +1,335 @@
+"""report.py: one self-contained HTML page of the run, on full, partial, stale and hostile data.
+
+The full run is the session's sample pipeline (copied) plus compare_tokenizers.py and
+verify.py; the page is parsed with html.parser, its figures decoded, and it is rendered in
+headless Chromium when one is installed.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+import shutil
+import subprocess
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import run_script
+
+import report
+
+SECTIONS = ["funnel", "cleaning", "dedup", "tokenizer", "pack"]
+HOSTILE = "<script>alert(1)</script></div>\x00\x07\x1b evil \u202e tail"
+RAW_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+class Page(HTMLParser):
+    """What the tests look at: tags and attributes, sections, images, text, nesting."""
+
+    VOID = frozenset({"meta", "img", "br", "hr", "input", "link", "col", "wbr", "source"})
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict]] = []
+        self.sections: dict[str, str] = {}
+        self.stages: dict[str, str] = {}      # stage row of the header table -> status
+        self.boxes: list[tuple[str, str]] = []  # (class, data-step) of missing/stale boxes
+        self.text: list[str] = []
+        self.styles: list[str] = []
+        self.depth_errors = 0
+        self._stack: list[str] = []
+        self._in_style = False
+        self.feed(text)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        a = {k: v or "" for k, v in attrs}
+        self.tags.append((tag, a))
+        if tag == "section":
+            self.sections[a.get("id", "")] = a.get("data-status", "")
+        if tag == "tr" and "data-stage" in a:   # the header's table comes first
+            self.stages.setdefault(a["data-stage"], a.get("data-status", ""))
+        if tag == "div" and a.get("class", "").split() and \
+                a["class"].split()[0] in ("missing", "stale"):
+            self.boxes.append((a["class"].split()[0], a.get("data-step", "")))
+        if tag == "style":
+            self._in_style = True
+        if tag not in self.VOID:
+            self._stack.append(tag)
+
+    def handle_endtag(self, tag):
+        if tag == "style":
+            self._in_style = False
+        if not self._stack or self._stack[-1] != tag:
+            self.depth_errors += 1
+            if tag in self._stack:
+                while self._stack and self._stack.pop() != tag:
+                    pass
+            return
+        self._stack.pop()
+
+    def handle_data(self, data):
+        (self.styles if self._in_style else self.text).append(data)
+
+    @property
+    def all_text(self) -> str:
+        return "".join(self.text)
+
+    def images(self) -> list[str]:
+        return [a.get("src", "") for t, a in self.tags if t == "img"]
+
+
+def make_report(data: Path, *extra: str) -> tuple[str, str]:
+    cp = run_script("report.py", "--data-dir", data, *extra)
+    out = data / "report.html"
+    return out.read_text(encoding="utf-8"), cp.stdout
+
+
+@pytest.fixture(scope="module")
+def full_run(pipeline_layout, tmp_path_factory) -> tuple[Path, str, str]:
+    """The sample pipeline, then compare_tokenizers.py and verify.py, then report.py."""
+    d = tmp_path_factory.mktemp("report_full") / "data"
+    shutil.copytree(pipeline_layout, d, symlinks=True)
+    run_script("compare_tokenizers.py", "--tokenizer", d / "tokenizer" / "tokenizer.json")
+    run_script("verify.py", "--data-dir", d, check=False)  # the page shows PASS and FAIL alike
+    assert (d / "verify_report.json").exists()
+    html, out = make_report(d)
+    return d, html, out
+
+
+# --- the full run ------------------------------------------------------------------------
+
+def test_full_run_shows_every_section_fresh(full_run):
+    _, html, out = full_run
+    page = Page(html)
+    assert page.depth_errors == 0
+    for sid in SECTIONS:
+        assert page.sections.get(sid) == "ok", (sid, page.sections)
+    assert set(page.stages) == {s.key for s in report.STAGES + report.TOOLS}
+    assert set(page.stages.values()) == {"ok"}, page.stages
+    assert page.boxes == []                       # nothing missing, nothing stale
+    text = page.all_text
+    for needle in ["Funnel", "removed by reason", "too_short", "char_repeat", "lang",
+                   "Language mix", "Exact duplicates", "Near duplicates",
+                   "Largest clusters", "GPT-2", "cl100k", "Training sample",
+                   "Tokens per document", "Acceptance checklist", "Decoded windows"]:
+        assert needle in text, needle
+    # the checklist: one row per verify item, each PASS or FAIL
+    items = [a for t, a in page.tags if t == "tr" and "data-item" in a]
+    assert len(items) == 10 and {a["data-result"] for a in items} <= {"pass", "fail"}
+    # each cleaning rule: a histogram with its threshold and 3-5 examples
+    rules = [a["data-rule"] for t, a in page.tags if t == "div" and "data-rule" in a]
+    assert rules == ["too_short", "dup_lines", "char_repeat", "low_alnum", "lang"]
+    examples = re.findall(r'<div class="rule" data-rule="(\w+)">(.*?)(?=<div class="rule"|<h3)',
+                          html, re.DOTALL)
+    for rule, block in examples:
+        assert 3 <= block.count('<div class="ex">') <= 5, rule
+        assert "histogram of" in block, rule
+    # the near-duplicate diff marks the differences
+    assert "<del>" in html and "<ins>" in html
+    # the one-line summary and the path
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("report: 6 of 6 stages run, none stale")
+    assert "tokens" in lines[0] and lines[1].startswith("wrote ") and \
+        lines[1].endswith("report.html")
+
+
+def test_figures_decode_and_nothing_is_fetched(full_run):
+    _, html, _ = full_run
+    page = Page(html)
+    srcs = page.images()
+    assert len(srcs) >= 12
+    for src in srcs:
+        assert src.startswith("data:image/png;base64,"), src[:60]
+        img = mpimg.imread(io.BytesIO(base64.b64decode(src.split(",", 1)[1])), format="png")
+        assert img.shape[0] > 100 and img.shape[1] > 200
+        assert float(np.std(img[..., :3])) > 0.02        # not a blank canvas
+    # no script, no external stylesheet or frame, every link inside the page
+    tags = {t for t, _ in page.tags}
+    assert not tags & {"script", "link", "iframe", "object", "embed", "frame", "base"}
+    for t, a in page.tags:
+        for k, v in a.items():
+            if k in ("src", "href", "srcset", "action", "poster", "data", "background",
+                     "formaction"):
+                assert v.startswith("#") or (t == "img" and k == "src" and re.fullmatch(
+                    r"data:image/png;base64,[A-Za-z0-9+/=]+", v)), (t, k, v[:80])
+            elif k != "content":   # the CSP meta: default-src 'none'; img-src data: ...
+                assert "url(" not in v.lower() and not re.search(r"(https?:)?//", v), (t, k, v)
+    csp = [a["content"] for t, a in page.tags if t == "meta" and "content" in a and
+           a.get("http-equiv", "").lower() == "content-security-policy"]
+    assert csp and "default-src 'none'" in csp[0]
+    css = "".join(page.styles)
+    assert "url(" not in css and "@import" not in css and "http" not in css
+    assert not re.search(r"<style[^>]*\bsrc=", html)
+
+
+def test_page_is_small(full_run):
+    d, html, _ = full_run
+    size = (d / "report.html").stat().st_size
+    assert size < 5_000_000, size
+    assert size == len(html.encode("utf-8"))
+
+
+# --- partial and stale runs --------------------------------------------------------------
+
+def test_partial_run_marks_missing_sections_with_the_command(pipeline_layout, tmp_path):
+    d = tmp_path / "data"
+    for sub in ("raw", "cleaned"):
+        shutil.copytree(pipeline_layout / sub, d / sub)
+    html, out = make_report(d)
+    page = Page(html)
+    assert page.sections["cleaning"] == "ok"
+    assert page.sections["funnel"] == "partial"
+    for sid in ("dedup", "tokenizer", "pack"):
+        assert page.sections[sid] == "missing", (sid, page.sections)
+        block = re.search(rf'<section id="{sid}".*?</section>', html, re.DOTALL).group(0)
+        assert 'class="missing"' in block
+    assert page.stages["download_data"] == page.stages["clean"] == "ok"
+    for key in ("dedup_exact", "dedup_minhash", "train_tokenizer", "pack_parallel",
+                "compare_tokenizers", "verify"):
+        assert page.stages[key] == "missing"
+    text = page.all_text
+    for script in ("dedup_exact.py --input", "dedup_minhash.py", "train_tokenizer.py",
+                   "pack_parallel.py", "compare_tokenizers.py", "verify.py --data-dir"):
+        assert f"python {script}" in text, script
+    assert out.startswith("report: 2 of 6 stages run")
+
+
+def test_rerun_upstream_marks_the_stages_below_stale(pipeline_layout, tmp_path):
+    d = tmp_path / "data"
+    for sub in ("raw", "cleaned", "dedup_exact", "dedup"):
+        shutil.copytree(pipeline_layout / sub, d / sub)
+    # another threshold: cleaned/ is rewritten with other documents
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--min-chars", "600",
+               "--workers", "2")
+    html, out = make_report(d)
+    page = Page(html)
+    assert page.stages["clean"] == "ok"
+    assert page.stages["dedup_exact"] == page.stages["dedup_minhash"] == "stale"
+    assert page.sections["dedup"] == "stale" and page.sections["cleaning"] == "ok"
+    assert ("stale", "dedup_exact") in page.boxes and ("stale", "dedup_minhash") in page.boxes
+    assert "rerun dedup_exact.py" in page.all_text
+    assert "stale: dedup_exact, dedup_minhash" in out
+
+
+# --- hostile text ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("render", [
+    lambda s: report.show_text(s),
+    lambda s: report.esc(s),
+    lambda s: report.pre(s),
+    lambda s: report.table(["h"], [[s]]),
+    lambda s: report.diff_pair(s, "x " + s)[0] + report.diff_pair(s, "x " + s)[1],
+    lambda s: report.side_by_side(report.esc(s), s, report.esc(s), s + " more"),
+])
+def test_rendering_escapes_markup_and_shows_controls(render):
+    for s in (HOSTILE, "a\ud800b\x85c\u2028d&amp;", "</pre></div><img src=x onerror=alert(1)>"):
+        out = render(s)
+        assert "<script" not in out and "</div><img" not in out and "<img" not in out
+        assert not RAW_CONTROLS.search(out)
+        out.encode("utf-8")                                  # no lone surrogate left
+        page = Page(f"<div>{out}</div>")
+        assert page.depth_errors == 0 and {t for t, _ in page.tags} <= {
+            "div", "pre", "span", "del", "ins", "table", "thead", "tbody", "tr", "th", "td", "p"}
+    shown = report.show_text(HOSTILE)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;/div&gt;" in shown
+    assert "\u2400\u2407\u241b" in shown and "U+202E" in shown   # ␀ ␇ ␛, the bidi override
+    assert report.show_text("x" * 1000, 100).count("x") == 100 and "+900" in \
+        report.show_text("x" * 1000, 100)
+
+
+def test_hostile_document_is_escaped_end_to_end(tmp_path):
+    prose = ("The committee met on Tuesday to review the budget for the new library. After a "
+             "long discussion, members agreed to fund the children's reading room first and to "
+             "look for private donors for the remaining work on the roof and heating. ")
+    texts = [prose * 2 + f"Note {i}." for i in range(12)]
+    texts.append(HOSTILE)                                            # too_short
+    texts.append(prose + "<script>alert(2)</script>\x00" + "=" * 80 + "</div>" + prose)  # run
+    (tmp_path / "in").mkdir()
+    pq.write_table(pa.table({"text": texts}), tmp_path / "in" / "hostile.parquet")
+    d = tmp_path / "data"
+    run_script("download_data.py", "--input", tmp_path / "in" / "hostile.parquet",
+               "--output", d / "raw")
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--workers", "2")
+    html, _ = make_report(d)
+    raw_bytes = (d / "report.html").read_bytes()
+    assert not RAW_CONTROLS.search(raw_bytes.decode("utf-8"))
+    assert b"<script" not in raw_bytes
+    page = Page(html)
+    assert page.depth_errors == 0
+    assert not {t for t, _ in page.tags} & {"script", "iframe"}
+    text = page.all_text
+    assert "<script>alert(1)</script></div>\u2400\u2407\u241b evil" in text   # shown as text
+    assert "<script>alert(2)</script>\u2400===" in text
+    assert set(SECTIONS) <= set(page.sections)
+
+
+# --- the browser -------------------------------------------------------------------------
+
+def chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def test_page_renders_in_headless_chromium(full_run, tmp_path):
+    exe = chromium()
+    if exe is None:
+        pytest.skip("no chromium installed (apt-get install chromium)")
+    d, _, _ = full_run
+    shot = tmp_path / "shot.png"
+    with tempfile.TemporaryDirectory() as profile:
+        cp = subprocess.run(
+            [exe, "--headless=new", "--no-sandbox", "--disable-gpu",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--no-first-run", f"--user-data-dir={profile}", f"--screenshot={shot}",
+             "--window-size=1280,12000", (d / "report.html").resolve().as_uri()],
+            capture_output=True, text=True, timeout=120, check=False)
+    assert shot.exists(), cp.stderr[-2000:]
+    from PIL import Image  # matplotlib's own dependency; uint8 keeps 1280x12000 small
+
+    img = np.asarray(Image.open(shot).convert("RGB")).astype(np.int16)
+    assert img.shape[:2] == (12000, 1280)
+    assert float(img.std()) > 10                            # not blank
+    bg = img[5, 5]                                            # the page background
+    rows = np.flatnonzero((np.abs(img - bg).sum(axis=2) > 12).any(axis=1))
+    assert rows.max() > 4000                                 # far longer than one screen
+    # content all the way down: a row of ink in every 800 px band to 4000 px
+    assert all(((rows >= y) & (rows < y + 800)).any() for y in range(0, 4000, 800))
+
+
+# --- bad input ---------------------------------------------------------------------------
+
+def test_missing_data_dir_is_one_line_error(tmp_path):
+    cp = run_script("report.py", "--data-dir", tmp_path / "nope", check=False)
+    assert cp.returncode == 2
+    assert cp.stderr.startswith("error: ") and len(cp.stderr.strip().splitlines()) == 1
+    assert "nope" in cp.stderr and cp.stdout == ""
+
+
+# --- small functions ---------------------------------------------------------------------
+
+def test_near_threshold_counts_each_side():
+    edges = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 1.0]
+    counts = [5, 4, 3, 2, 1, 10]
+    n = report.near_threshold(edges, counts, 0.3, "above", log=False)
+    assert n["removed_side"] == 13 and n["kept_side"] == 12 and n["straddling"] == 0
+    assert n["near_kept"] == 3 and n["near_removed"] == 2    # bins within 0.1 of 0.3
+    n = report.near_threshold([0, 10, 100, 200, 400, 1000], [1, 2, 3, 4, 5], 200, "below",
+                              log=True)
+    assert n["removed_side"] == 6 and n["near_removed"] == 3 and n["near_kept"] == 4
+
+
+def test_stage_state_missing_names_the_command(tmp_path):
+    st = report.stage_state(tmp_path, report.STAGES[2])
+    assert st.state == "missing" and not st.ran
+    assert "python dedup_exact.py --input" in st.message
