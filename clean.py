@@ -448,7 +448,9 @@ class Tally:
         self.examples: dict[str, list] = {r: [] for r in RULES}
         self.docs_out = self.bytes_out = 0
         self.alone = dict.fromkeys(RULES, 0)
-        self.hist = {k: np.zeros(len(v) - 1, np.int64) for k, v in HIST_BINS.items()}
+        # per signal: counts per outcome (RULES..., kept) and bin, so a picture can tell the
+        # documents a rule removed from those an earlier rule had already removed
+        self.hist = {k: np.zeros((KEPT + 1, len(v) - 1), np.int64) for k, v in HIST_BINS.items()}
         self.langs: dict[str, list[int]] = {}   # decided language -> [documents, kept]
 
     def count_signals(self, th: Thresholds, sig: Signals, code: np.ndarray, lid: LidCalls) -> None:
@@ -456,7 +458,8 @@ class Tally:
         that reached language ID (the others are counted as removed before it)."""
         for name, values in (("chars", sig.chars), ("dup_line_share", sig.dup),
                              ("longest_run", sig.run), ("alnum_share", sig.alnum)):
-            self.hist[name] += histogram(name, values)
+            for o in range(KEPT + 1):
+                self.hist[name][o] += histogram(name, values[code == o])
         reached = np.flatnonzero(code >= LANG)
         confs = np.empty(len(reached))
         for j, i in enumerate(reached):
@@ -464,7 +467,8 @@ class Tally:
             c = self.langs.setdefault(lang or "?", [0, 0])
             c[0] += 1
             c[1] += int(code[i] == KEPT)
-        self.hist["lang_conf"] += histogram("lang_conf", confs)
+        for o in (LANG, KEPT):
+            self.hist["lang_conf"][o] += histogram("lang_conf", confs[code[reached] == o])
 
     def to_dict(self, with_alone: bool) -> dict:
         d = {"removed": self.removed, "examples": self.examples, "docs_out": self.docs_out,
@@ -643,8 +647,9 @@ def merge(results: list[dict], config: int, examples: int) -> dict:
                         for rule in RULES}}
     if cfg and "alone" in cfg[0]:
         tot["alone"] = {rule: sum(c["alone"][rule] for c in cfg) for rule in RULES}
-    tot["hist"] = {k: np.sum([c["hist"][k] for c in cfg], axis=0).astype(int).tolist()
-                   if cfg else [] for k in HIST_BINS}
+    tot["hist"] = {k: np.sum([c["hist"][k] for c in cfg], axis=0).astype(int)
+                   if cfg else np.zeros((KEPT + 1, len(HIST_BINS[k]) - 1), int)
+                   for k in HIST_BINS}
     langs: dict[str, list[int]] = {}
     for c in cfg:
         for lang, (n, k) in c.get("langs", {}).items():
@@ -729,7 +734,10 @@ def write_reports(folder: Path, rows: list[dict], tot: dict, config: dict,
             "bytes_in": tot["bytes_in"], "bytes_out": tot["bytes_out"],
             "accounting": "first rule that removes a document, in order: " + ", ".join(RULES),
             "rules": rows, "warn_share": warn_share, "config": config,
-            "histograms": {k: {"bins": HIST_BINS[k].tolist(), "counts": tot["hist"][k]}
+            "histograms": {k: {"bins": HIST_BINS[k].tolist(),
+                               "counts": tot["hist"][k].sum(axis=0).tolist(),
+                               "by_outcome": {name: tot["hist"][k][o].tolist()
+                                              for o, name in enumerate(RULES + ("kept",))}}
                            for k in HIST_BINS},
             "languages": {"reached_language_id": {k: v[0] for k, v in tot["langs"].items()},
                           "kept": {k: v[1] for k, v in tot["langs"].items() if v[1]},

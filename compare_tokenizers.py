@@ -260,6 +260,16 @@ def bar_chart(results: list[dict], path: Path) -> None:
     os.replace(tmp, path)
 
 
+def tokenizer_fingerprint(folder: Path) -> str | None:
+    """The tokenizer stage's output fingerprint: the table is stale once it changes."""
+    import json
+
+    try:
+        return json.loads((folder / "manifest.json").read_text())["output_fingerprint"]
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -293,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     save_report(out, "compression",
                 {"heldout": str(heldout), "docs": {l: len(texts[l]) for l in LANGS},
+                 "tokenizer_fingerprint": tokenizer_fingerprint(folder),
                  "results": results,
                  "published_cc100_chars_per_token": {k: {"en": v[0], "zh": v[1]}
                                                      for k, v in PUBLISHED.items()}},

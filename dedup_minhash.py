@@ -1115,6 +1115,7 @@ def run_sweep(args, thresholds: list[float], units, offsets, sig_src, band_src, 
     data["signatures_reused"] = sum(r["signatures_reused"] for r in sig_results)
     data["config"] = {"ngram": args.ngram, "num_perm": args.num_perm, "bands": args.bands,
                       "rows": args.rows, "seed": args.seed}
+    data["depends_on"] = deps_band   # the input fingerprint and every setting it used
     save_report(out / "report", "sweep", data, md)
     if data["signatures_reused"] < len(units):
         tmp = work_root / "_kept"

@@ -240,7 +240,8 @@ def part_path(staging: str | os.PathLike, split: str, rank: int) -> Path:
     return Path(staging) / PARTS / f"{split}-{rank:05d}.bin"
 
 
-TOKEN_BINS = np.concatenate([[0], 2 ** np.arange(0, 21)])  # tokens per document: 0, 1, 2, 4, ...
+# tokens per document: 0, then quarter-octave bins 1, 1.19, 1.41, ... 2^20 (rounded, unique)
+TOKEN_BINS = np.unique(np.concatenate([[0], np.round(2 ** (np.arange(0, 81) / 4))])).astype(np.int64)
 
 
 def doc_lengths(arr: np.ndarray, eos: int) -> np.ndarray:

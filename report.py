@@ -276,6 +276,15 @@ def tool_state(data: Path, step: Step, upstream: list[State]) -> State:
         return State(step, "unreadable", f"{display_path(path)}: not a report; "
                                          f"rerun {step.script}")
     st = State(step, "ok", data=d, mtime=path.stat().st_mtime)
+    seen = tool_fingerprints(d)
+    if seen is not None:   # the report names the outputs it read: compare fingerprints
+        now = {str(Path(u.step.path)): (u.data or {}).get("output_fingerprint") for u in upstream}
+        changed = [p for p, fp in seen.items() if p in now and now[p] != fp]
+        if changed:
+            st.state = "stale"
+            st.message = (f"{changed[0]} was rewritten after {step.path} was made; "
+                          f"rerun {step.script}")
+        return st
     newer = [u for u in upstream if u.mtime and u.mtime > st.mtime]
     if newer:
         more = f" (and {len(newer) - 1} more)" if len(newer) > 1 else ""
@@ -283,6 +292,16 @@ def tool_state(data: Path, step: Step, upstream: list[State]) -> State:
         st.message = (f"{step.path} was written before {newer[0].step.path}{more} was "
                       f"rewritten; rerun {step.script}")
     return st
+
+
+def tool_fingerprints(d: dict) -> dict[str, str] | None:
+    """The stage outputs a tool's report says it read ({manifest path: fingerprint}), or
+    None for a report from before tools recorded them (then file times decide)."""
+    if isinstance(d.get("manifests"), dict):              # verify_report.json
+        return d["manifests"]
+    if d.get("tokenizer_fingerprint"):                    # compression.json
+        return {"tokenizer/manifest.json": d["tokenizer_fingerprint"]}
+    return None
 
 
 def run_states(data: Path) -> dict[str, State]:
@@ -456,15 +475,30 @@ def near_threshold(edges, counts, threshold: float, removes: str, log: bool) -> 
 
 
 def signal_chart(edges, counts, threshold: float | None, removes: str, log: bool,
-                 xlabel: str, title: str) -> str:
+                 xlabel: str, title: str, layers: list[tuple[str, list, str]] | None = None
+                 ) -> str:
     """A saved histogram (log count axis) with the threshold drawn and the removed side
-    shaded."""
+    shaded. layers: the counts split by outcome, [(label, counts, colour)], drawn stacked
+    (kept, removed by this rule, removed by another rule)."""
     e = log_edges(edges) if log else np.asarray(edges, dtype=float)
     c = np.asarray(counts, dtype=float)
     with rc_context(RC):
         fig, ax = new_figure(figsize=(5.6, 2.7))
         base = 0.7
-        ax.stairs(np.where(c > 0, c, base), e, fill=True, baseline=base, color=BLUE, alpha=0.85)
+        if layers:
+            top = np.zeros_like(c)
+            for label, part, colour in layers:
+                top = top + np.asarray(part, dtype=float)
+            # draw from the full height down, so each visible band is one outcome
+            acc = top.copy()
+            for label, part, colour in layers:
+                ax.stairs(np.where(acc > 0, acc, base), e, fill=True, baseline=base,
+                          color=colour, alpha=0.9, label=label)
+                acc = acc - np.asarray(part, dtype=float)
+            ax.legend(fontsize=7, loc="best", frameon=True, framealpha=0.8)
+        else:
+            ax.stairs(np.where(c > 0, c, base), e, fill=True, baseline=base, color=BLUE,
+                      alpha=0.85)
         ax.set_yscale("log")
         ax.set_ylim(base, max(c.max() if len(c) else 1, 1) * 2)
         if log:
@@ -845,19 +879,35 @@ def rule_block(run: Run, rule: dict, stats: dict, config: dict, docs_in: int) ->
         hname, cfg_key, removes, log, xlabel = sig
         t = config.get(cfg_key)
         t = float(t) if isinstance(t, (int, float)) else None
+        by = hist.get("by_outcome") or {}
+        layers = None
+        if by:   # stacked: removed by this rule on top of removed by others on top of kept
+            others = np.sum([by[k] for k in by if k not in (name, "kept")] or [[0] * len(hist["counts"])], axis=0)
+            layers = [(f"removed by {name}", by.get(name, [0] * len(others)), RED),
+                      ("removed by another rule", others.tolist(), GREY),
+                      ("kept", by.get("kept", [0] * len(others)), BLUE)]
         chart = img(signal_chart(hist["bins"], hist["counts"], t, removes, log, xlabel,
-                                 f"{name}: {xlabel}"), f"histogram of {hname}")
+                                 f"{name}: {xlabel}", layers), f"histogram of {hname}")
         run.figures += 1
         if t is not None:
-            n = near_threshold(hist["bins"], hist["counts"], t, removes, log)
+            n = near_threshold(hist["bins"], by.get(name, hist["counts"]) if by else hist["counts"],
+                               t, removes, log)
+            k = near_threshold(hist["bins"], by["kept"], t, removes, log) if by.get("kept") else None
             lo, hi = n["window"]
-            caption = note(Html(
-                f"{n['total']:,} documents measured; {n['removed_side']:,} on the removed side "
-                f"of {t:g} (shaded; some are counted by an earlier rule). Near the threshold "
-                f"({lo:g} to {hi:g}): <b>{n['near_removed']:,}</b> just removed, "
-                f"<b>{n['near_kept']:,}</b> just kept"
-                + (f"; {n['straddling']:,} in the bin holding {t:g}" if n["straddling"] else "")
-                + "."))
+            if k is not None:
+                caption = note(Html(
+                    f"{n['total']:,} documents removed by {esc(name)}, all on the removed side "
+                    f"of {t:g} (red); grey: removed by another rule. Near the threshold "
+                    f"({lo:g} to {hi:g}): <b>{n['near_removed']:,}</b> just removed by it, "
+                    f"<b>{k['near_kept']:,}</b> kept just on the other side."))
+            else:
+                caption = note(Html(
+                    f"{n['total']:,} documents measured; {n['removed_side']:,} on the removed side "
+                    f"of {t:g} (shaded; some are counted by an earlier rule). Near the threshold "
+                    f"({lo:g} to {hi:g}): <b>{n['near_removed']:,}</b> just removed, "
+                    f"<b>{n['near_kept']:,}</b> just kept"
+                    + (f"; {n['straddling']:,} in the bin holding {t:g}" if n["straddling"] else "")
+                    + "."))
     elif sig:
         caption = note(f"clean_stats.json has no histogram '{sig[0]}': rerun clean.py "
                        f"with this version to get it.")
@@ -1140,7 +1190,10 @@ def section_tokenizer(run: Run) -> Html:
 # -- 5 pack and verify ------------------------------------------------------------------
 
 def windows_of(item: dict) -> list[str]:
-    """The decoded windows of verify's item 2 (one string each in its details)."""
+    """The decoded windows of verify's item 2: structured when verify saved them so, else
+    one string each in its details."""
+    if item.get("windows"):
+        return [f"tokens {w['start']:,}..{w['end']:,}: {w['text']}" for w in item["windows"]]
     return [d for d in item.get("details") or [] if isinstance(d, str)]
 
 

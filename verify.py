@@ -28,6 +28,7 @@ A check whose stage has not run yet fails with the stage to run.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import unicodedata
 from dataclasses import dataclass, field
@@ -92,6 +93,7 @@ class Item:
     figures: list[str] = field(default_factory=list)
     details: list[str] = field(default_factory=list)   # printed and reported, not judged
     cause: str | None = None
+    data: dict = field(default_factory=dict)           # the same, structured, for report.py
 
     def fail(self, what: str, cause: str) -> None:
         self.ok = False
@@ -337,6 +339,8 @@ def check_windows(ctx: Context) -> Item:
     chars = repl = art = 0
     for k, start in enumerate(sorted(rng.integers(0, n - w, size=ctx.args.windows))):
         text = ctx.tok.decode([int(x) for x in data[start:start + w]], skip_special_tokens=False)
+        it.data.setdefault("windows", []).append({"start": int(start), "end": int(start + w),
+                                                  "text": text})
         r, a = bad_chars(text)
         chars, repl, art = chars + len(text), repl + r, art + a
         it.details.append(f"[{k}] tokens {start:,}..{start + w:,}: "
@@ -731,6 +735,18 @@ def render_markdown(items: list[Item], data_dir: Path) -> str:
     return "\n".join(md)
 
 
+def manifest_fingerprints(data: Path) -> dict[str, str]:
+    """Each stage manifest's output fingerprint as verify.py saw it (relative path ->
+    fingerprint): the checklist is stale once any of them changes."""
+    out = {}
+    for m in sorted(list(data.glob(f"*/{MANIFEST}")) + [data / PACK_MANIFEST]):
+        try:
+            out[str(m.relative_to(data))] = json.loads(m.read_text())["output_fingerprint"]
+        except (OSError, ValueError, KeyError):
+            continue
+    return out
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -778,7 +794,8 @@ def main(argv: list[str] | None = None) -> int:
     write_json(report.with_suffix(".json"), {
         "data_dir": display_path(ctx.data), "passed": sum(it.ok for it in items),
         "items": [{"num": it.num, "title": it.title, "ok": it.ok, "figures": it.figures,
-                   "details": it.details, "cause": it.cause} for it in items]})
+                   "details": it.details, "cause": it.cause, **it.data} for it in items],
+        "manifests": manifest_fingerprints(ctx.data)})
     print(f"wrote {report} and {report.with_suffix('.json').name}")
     return 0 if all(it.ok for it in items) else 1
 

@@ -156,6 +156,7 @@ class StageRun:
             "files": files,
             "output_fingerprint": fingerprint(files, self.stage),
             "timings": self.timings,
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "resources": self.resource_summary(counts.get("docs_in", counts.get("rows"))),
             **(extra or {}),
         }
