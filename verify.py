@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,10 +40,11 @@ import xxhash
 
 from dataprep import layout
 from dataprep.errors import StageError, run_stage
+from dataprep.executor import add_executor_args
 from dataprep.manifest import (MANIFEST, check_input, display_path, read_manifest, upstream_path,
                                write_json)
 from dataprep.report import human_bytes, markdown_table, pct, table
-from dataprep.shards import iter_batches, list_shards
+from dataprep.shards import list_shards
 from dataprep.tokenizer import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, load_tokenizer,
                                 max_token_id, ordinary_tokenizer, tokenizer_hash)
 
@@ -230,37 +232,100 @@ def split_rng(seed: int, name: str) -> np.random.Generator:
 
 
 # --------------------------------------------------------------------------------------
-# One streamed pass over the packed input: val documents and a sample of all documents.
+# One parallel pass over the packed input (through the executor, one task per unit):
+# the band hashes of every document (for the val/train check), the val documents, and
+# an id-hashed sample for the token estimate.
 # --------------------------------------------------------------------------------------
 
-def scan_corpus(ctx: Context, min_sample: int = 200) -> dict:
-    """The val documents' texts, and an id-hashed sample of 1% of the documents (5.6),
-    or more on a small corpus so the bytes-per-token estimate has min_sample documents."""
-    val_ids = ctx.val_ids
-    sample_every = max(1, min(100, int(ctx.pack_counts.get("docs_out", 0)) // min_sample))
-    val, sample = {}, []
-    docs = 0
-    for shard in list_shards(ctx.input_dir):
-        for b in iter_batches(shard, columns=["id", "text"], batch_rows=4096):
-            for i, t in zip(b.column(0).to_pylist(), b.column(1).to_pylist()):
-                if t is None:
-                    continue
-                docs += 1
-                i = str(i)
-                if i in val_ids:
-                    val[i] = t
-                if xxhash.xxh64_intdigest(i.encode("utf-8"), 7) % sample_every == 0:
-                    sample.append(t)
-    return {"val": val, "sample": sample, "docs": docs}
+SCAN = ".verify.partial"        # work folder in the data folder, removed afterwards
+SAMPLE_MAX_BYTES = 20_000_000   # the estimate's sample: 1% of the documents, at most ~20 MB
 
 
-def iter_train_docs(ctx: Context):
-    """Batches of the train documents' texts (the input minus the val ids)."""
-    val_ids = ctx.val_ids
-    for shard in list_shards(ctx.input_dir):
-        for b in iter_batches(shard, columns=["id", "text"], batch_rows=2048):
-            yield [t for i, t in zip(b.column(0).to_pylist(), b.column(1).to_pylist())
-                   if t is not None and str(i) not in val_ids]
+def sample_every(docs: int, nbytes: int, min_sample: int = 200) -> int:
+    """Take one document in N (by id hash): 1% of a corpus (5.6), but no more than about
+    SAMPLE_MAX_BYTES of text on a large one, and at least min_sample documents on a small one."""
+    cap = max(100, -(-nbytes // SAMPLE_MAX_BYTES))
+    return max(1, min(docs // min_sample, cap))
+
+
+def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids: str,
+              every: int, num_perm: int, ngram: int, seed: int, bands: int, rows: int) -> None:
+    """Task `rank`: band hashes of unit `rank`'s documents (band/RANK.npy, b x n), which of
+    them are train documents (train/RANK.npy), its val documents and its sample
+    (val-RANK.parquet, sample-RANK.parquet)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import dedup_minhash as dm
+    from dataprep.progress import task_progress
+    from dataprep.units import Unit, read_unit
+
+    unit, w = Unit(**units[rank]), Path(work)
+    for d in ("band", "train"):
+        (w / d).mkdir(parents=True, exist_ok=True)
+    val = set(Path(val_ids).read_text(encoding="utf-8").splitlines())
+    mh = dm.MinHasher(num_perm, ngram, seed)
+    band = np.lib.format.open_memmap(w / "band" / f"{rank:05d}.tmp.npy", mode="w+",
+                                     dtype=np.uint64, shape=(bands, unit.rows))
+    train = np.zeros(unit.rows, bool)
+    vals, sample, start, docs = [], [], 0, 0
+    for b in read_unit(unit, columns=["id", "text"], batch_rows=2048):
+        ids, texts = [str(i) for i in b.column(0).to_pylist()], b.column(1).to_pylist()
+        n = len(ids)
+        band[:, start:start + n] = dm.band_hashes(mh.signatures(texts), bands, rows)
+        for k, (i, t) in enumerate(zip(ids, texts)):
+            if t is None:
+                continue        # pack skipped it: in neither file
+            docs += 1
+            if i in val:
+                vals.append((i, t))
+            else:
+                train[start + k] = True
+            if xxhash.xxh64_intdigest(i.encode("utf-8"), 7) % every == 0:
+                sample.append(t)
+        start += n
+        task_progress().add(n, int(sum(len(t.encode("utf-8")) for t in texts if t)))
+    band.flush()
+    del band
+    os.replace(w / "band" / f"{rank:05d}.tmp.npy", w / "band" / f"{rank:05d}.npy")
+    np.save(w / "train" / f"{rank:05d}.npy", train)
+    pq.write_table(pa.table({"id": [i for i, _ in vals], "text": [t for _, t in vals]},
+                            schema=pa.schema([("id", pa.string()), ("text", pa.string())])),
+                   w / f"val-{rank:05d}.parquet")
+    pq.write_table(pa.table({"text": pa.array(sample, pa.string())}), w / f"sample-{rank:05d}.parquet")
+    from dataprep.executor import save_task_result
+    save_task_result(work, "scan", rank, {"docs": docs, "val": len(vals), "sample": len(sample)})
+
+
+def scan_corpus(ctx: Context) -> dict:
+    """Run the scan; the val documents' texts, the sample, and where the band hashes are."""
+    import pyarrow.parquet as pq
+
+    from dataprep.executor import load_task_results, run_tasks
+    from dataprep.units import plan_units, unit_offsets
+
+    units = plan_units(list_shards(ctx.input_dir), ctx.args.task_mb)
+    work = ctx.data / SCAN
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    ids_file = work / "val_ids.txt"
+    ids_file.write_text("\n".join(sorted(ctx.val_ids)), encoding="utf-8")
+    c = ctx.pack_counts
+    every = sample_every(int(c.get("docs_out", 0)), int(c.get("bytes_out", 0)))
+    mh = minhash_config(ctx)
+    run_tasks(scan_unit, len(units), ctx.args, work / "_logs", "verify",
+              total_docs=sum(u.rows for u in units), total_bytes=sum(u.text_bytes for u in units),
+              units=[u.to_dict() for u in units], work=str(work), val_ids=str(ids_file),
+              every=every, **mh)
+    res = load_task_results(work, "scan", len(units))
+    val = {}
+    for r in range(len(units)):
+        t = pq.read_table(work / f"val-{r:05d}.parquet")
+        val.update(zip(t.column("id").to_pylist(), t.column("text").to_pylist()))
+    sample = [x for r in range(len(units))
+              for x in pq.read_table(work / f"sample-{r:05d}.parquet").column("text").to_pylist()]
+    return {"val": val, "sample": sample, "docs": sum(r["docs"] for r in res), "units": units,
+            "offsets": unit_offsets(units), "work": work, "minhash": mh}
 
 
 def count_token(path: Path, token: int, chunk: int) -> tuple[int, int, int | None]:
@@ -302,7 +367,8 @@ def check_files(ctx: Context) -> Item:
         it.fail(f"{ctx.tokenizer_path} changed since packing (hash {h[:12]} vs "
                 f"{c['tokenizer']['xxh3_128'][:12]})",
                 "the tokenizer was retrained after packing; rerun pack_parallel.py")
-    # 5.6: estimate = input bytes / (bytes per token on a 1% sample, EOS included)
+    # 5.6: estimate = input bytes / (bytes per token on a 1% sample, at most ~20 MB, EOS
+    # included: a larger sample changes the estimate by far less than the tolerance)
     sample = ctx.corpus["sample"] or list(ctx.corpus["val"].values())
     s_bytes = sum(len(t.encode("utf-8")) for t in sample)
     s_tokens = sum(len(e.ids) + 1 for e in ctx.doc_tok.encode_batch(sample, add_special_tokens=False))
@@ -521,84 +587,82 @@ def check_compression(ctx: Context) -> Item:
     return it
 
 
-def minhash_api(ctx: Context):
-    """dedup_minhash.py's MinHash, configured as that stage ran (the only MinHash code)."""
-    try:
-        import dedup_minhash as dm
-    except ImportError as e:
-        raise Missing(f"cannot import dedup_minhash.py ({e}): it is needed for the "
-                      "near-duplicate check") from None
+def minhash_config(ctx: Context) -> dict:
+    """dedup_minhash.py's MinHash settings as that stage ran (its defaults otherwise)."""
     try:
         cfg = ctx.stage_manifest("dedup_minhash")[1]["config"]
     except Missing:
         cfg = {}
-    hasher = dm.MinHasher(num_perm=cfg.get("num_perm", 128), ngram=cfg.get("ngram", 5),
-                          seed=cfg.get("seed", 1))
-    bands, rows = cfg.get("bands", 16), cfg.get("rows", 8)
-    return hasher, (lambda sig: dm.band_hashes(sig, bands, rows)), dm.similarity
+    return {"num_perm": cfg.get("num_perm", 128), "ngram": cfg.get("ngram", 5),
+            "seed": cfg.get("seed", 1), "bands": cfg.get("bands", 16), "rows": cfg.get("rows", 8)}
+
+
+def val_candidates(scan: dict, vband: np.ndarray) -> list[tuple[int, int]]:
+    """(train global index, val index) pairs that share a band hash: every pair LSH would
+    compare, found band by band with numpy over the scan's band files."""
+    work, units = scan["work"], scan["units"]
+    pairs = set()
+    for j in range(vband.shape[0]):
+        where: dict[int, list[int]] = {}
+        for k, h in enumerate(vband[j]):
+            where.setdefault(int(h), []).append(k)
+        keys = np.array(sorted(where), dtype=np.uint64)
+        for r in range(len(units)):
+            tb = np.load(work / "band" / f"{r:05d}.npy", mmap_mode="r")[j]
+            train = np.load(work / "train" / f"{r:05d}.npy")
+            hit = np.flatnonzero(np.isin(tb, keys) & train)
+            for d in hit:
+                for k in where[int(tb[d])]:
+                    pairs.add((int(scan["offsets"][r] + d), k))
+    return sorted(pairs)
 
 
 def check_val_overlap(ctx: Context) -> Item:
+    """Item 8. Every val document is compared, through LSH bands, with every train document
+    (the scan's band hashes, all cores); the candidate pairs get their MinHash similarity,
+    and an exact comparison of normalised texts. Identical normalised texts have identical
+    signatures, so an exact copy is always a candidate: the exact check misses nothing."""
+    import dedup_minhash as dm
     from dedup_exact import normalise  # the one normalisation (section 3.2)
+    from dataprep.units import fetch_rows
 
     it = Item(8, "no validation document is in train")
-    val = ctx.corpus["val"]
+    scan = ctx.corpus
+    val = scan["val"]
     c = ctx.pack_counts
     if len(val) != c["val"]["docs"]:
         it.fail(f"{len(val)} val ids found in the input, manifest says {c['val']['docs']}",
                 "val_ids.txt and val.bin disagree; rerun pack_parallel.py")
-    val_hash = {xxhash.xxh3_128_intdigest(normalise(t).encode("utf-8")): i for i, t in val.items()}
-    try:
-        hasher, bands_of, similarity = minhash_api(ctx)
-        vids = list(val)
-        vsig = hasher.signatures([val[i] for i in vids])
-        vb = bands_of(vsig)  # (bands, n_val)
-        vband = [dict() for _ in range(vb.shape[0])]
-        for j in range(vb.shape[0]):
-            for k, h in enumerate(vb[j]):
-                vband[j].setdefault(int(h), []).append(k)
-    except Missing as e:
-        hasher, near_error = None, str(e)
-    exact, near, checked, best, n_cands = [], [], 0, 0.0, 0
-    for texts in iter_train_docs(ctx):
-        checked += len(texts)
-        for t in texts:
-            h = xxhash.xxh3_128_intdigest(normalise(t).encode("utf-8"))
-            if h in val_hash:
-                exact.append(val_hash[h])
-        if hasher is None or not texts:
-            continue
-        sig = hasher.signatures(texts)
-        tb = bands_of(sig)
-        cands = set()
-        for j in range(tb.shape[0]):
-            table_j = vband[j]
-            for d, h in enumerate(tb[j]):
-                for k in table_j.get(int(h), ()):
-                    cands.add((d, k))
-        n_cands += len(cands)
-        for d, k in cands:
-            s = float(similarity(sig[d], vsig[k]))
-            best = max(best, s)
-            if s >= ctx.args.near_dup_threshold:
-                near.append((vids[k], s))
-    it.figures.append(f"exact: {len(val):,} val documents against {checked:,} train documents "
-                      f"by normalised hash: {len(exact)} in train")
+    cfg = scan["minhash"]
+    hasher = dm.MinHasher(num_perm=cfg["num_perm"], ngram=cfg["ngram"], seed=cfg["seed"])
+    vids = list(val)
+    vsig = hasher.signatures([val[i] for i in vids])
+    cands = val_candidates(scan, dm.band_hashes(vsig, cfg["bands"], cfg["rows"]))
+    exact, near, best = [], [], 0.0
+    if cands:
+        gidx = np.array([g for g, _ in cands])
+        texts = fetch_rows(scan["units"], scan["offsets"], gidx, "text")
+        sims = dm.similarity(hasher.signatures(texts), vsig[[k for _, k in cands]])
+        best = float(sims.max())
+        for (g, k), t, sim in zip(cands, texts, sims):
+            if sim >= 1.0 and normalise(t) == normalise(val[vids[k]]):
+                exact.append(vids[k])
+            elif sim >= ctx.args.near_dup_threshold:
+                near.append((vids[k], float(sim)))
+    it.figures.append(f"exact: {len(val):,} val documents against {scan['docs'] - len(val):,} "
+                      f"train documents (normalised text): {len(exact)} in train")
     if exact:
         it.fail(f"val documents also in train: {', '.join(sorted(set(exact))[:5])}",
                 "val/train overlap: the split was done on tokens, not documents, or exact "
                 "dedup missed copies; rerun dedup_exact.py, then pack_parallel.py")
-    if hasher is None:
-        it.fail(f"near-duplicate check not run: {near_error}", "run dedup_minhash.py")
-    else:
-        it.figures.append(f"near-duplicate: MinHash candidates from LSH bands, Jaccard >= "
-                          f"{ctx.args.near_dup_threshold}: {len(near)} pairs ({n_cands} "
-                          f"candidate pairs compared, highest similarity {best:.2f})")
-        if near:
-            it.fail(f"val documents with near-duplicates in train: "
-                    f"{', '.join(f'{i} ({s:.2f})' for i, s in near[:5])}",
-                    "val/train overlap: near-duplicates survived; rerun dedup_minhash.py, "
-                    "then pack_parallel.py")
+    it.figures.append(f"near-duplicate: MinHash candidates from LSH bands, Jaccard >= "
+                      f"{ctx.args.near_dup_threshold}: {len(near)} pairs ({len(cands)} "
+                      f"candidate pairs compared, highest similarity {best:.2f})")
+    if near:
+        it.fail(f"val documents with near-duplicates in train: "
+                f"{', '.join(f'{i} ({s:.2f})' for i, s in near[:5])}",
+                "val/train overlap: near-duplicates survived; rerun dedup_minhash.py, "
+                "then pack_parallel.py")
     return it
 
 
@@ -772,6 +836,7 @@ def parse_args(argv):
                    help="data folder of the smoke run, if DATA_DIR holds the full run")
     p.add_argument("--chunk-tokens", type=int, default=1 << 24,
                    help="tokens read per memmap chunk (default 16M)")
+    add_executor_args(p)
     a = p.parse_args(argv)
     if a.windows < 1 or a.window_tokens < 2 or a.chunk_tokens < 1:
         raise StageError("--windows, --window-tokens and --chunk-tokens must be positive")
@@ -784,7 +849,10 @@ def parse_args(argv):
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     ctx = Context(args)
-    items = [run_check(fn, i + 1, ctx) for i, fn in enumerate(CHECKS)]
+    try:
+        items = [run_check(fn, i + 1, ctx) for i, fn in enumerate(CHECKS)]
+    finally:
+        shutil.rmtree(ctx.data / SCAN, ignore_errors=True)
     print(render_terminal(items))
     report = Path(args.report) if args.report else ctx.data / REPORT_NAME
     tmp = report.with_name(report.name + ".tmp")

@@ -27,7 +27,17 @@ WRITE_EVERY = 0.5  # seconds between a task's progress records
 
 
 def peak_rss_mb() -> float:
-    """This process's peak resident memory so far, in MB."""
+    """This process's peak resident memory so far, in MB.
+
+    On Linux from VmHWM, the high-water mark of this process's own memory: ru_maxrss
+    would carry over the peak of whatever process started this one (it survives exec)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
     kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return round(kb / 1024 if sys.platform != "darwin" else kb / 2**20, 1)
 
