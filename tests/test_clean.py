@@ -255,3 +255,25 @@ def test_bench_smoke(sample_rows):
         assert row["mb_per_s_per_core"] > 0
     ours = res["rows"][-1]
     assert ours["target"] == 1.3 and isinstance(ours["ok"], bool)
+
+
+def test_compiled_signals_equal_the_python_definitions(sample_rows):
+    """dataprep.textscan measures a whole batch from its UTF-8 bytes; it must give exactly
+    what clean.py's readable functions give on each str."""
+    import random
+
+    import pyarrow as pa
+
+    from dataprep.textscan import cheap_signals
+
+    rng = random.Random(0)
+    pieces = ["a", "b", " ", "\n", "\t", "\r", "\u3000", "\u00a0", "\x1c", "\x85", "中", "😀",
+              "Σ", "é", "\u2028", "=", "\x00", "\n\n", "  ", "ab\r\n"]
+    texts = [r["text"] for r in sample_rows]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(3000)]
+    texts += ["", "\n", " \n ", "x", "aaa\naaa\n\naaa", "=" * 80]
+    col = pa.array(texts + [None], pa.string())
+    chars, dup, run, alnum = cheap_signals(col.slice(1))   # a sliced array, and a null
+    for i, t in enumerate(texts[1:] + [""]):
+        assert (chars[i], dup[i], run[i], alnum[i]) == (
+            len(t), clean.dup_line_share(t), clean.longest_char_run(t), clean.alnum_share(t)), t[:60]
