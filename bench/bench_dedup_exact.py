@@ -53,7 +53,7 @@ def reference(texts: list[str]) -> tuple[int, float]:
     return kept, peak / max(1, len(texts))
 
 
-def ours(texts: list[str]) -> tuple[int, "np.ndarray"]:
+def ours(texts: list[str]) -> tuple[int, object]:
     """Kept count, and the (n, 2) digest array (for the memory measurement)."""
     from dedup_exact import digest, digests_to_array, first_occurrences
 
@@ -106,7 +106,7 @@ def run(corpus_texts: list[str], quick: bool = False) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from run_all import build_corpus
+    from common import corpus_texts
 
     from dataprep.report import table
 
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mb", type=float, default=50.0, help="corpus size in MB (default 50)")
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
-    texts = build_corpus(args.mb)
+    texts = corpus_texts(args.mb, quick=getattr(args, "quick", False))
     res = run(texts, quick=args.quick)
     print(f"{res['docs']:,} documents, {res['kept']:,} kept by both; our bytes/doc measured on "
           f"the corpus digests tiled to {res['memory_measured_on_docs']:,} documents")

@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -50,9 +49,10 @@ for p in (ROOT, ROOT / "bench"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+from common import avx2_env, cpu_model, numpy_avx512  # noqa: E402
+
 TARGETS = {"datatrove": 20.0, "datasketch": 5.0}
 BLOCK_BYTES = 1_000_000
-AVX2_CPU = "znver2"          # LLVM's name for AMD Zen 2 (EPYC Rome): AVX2, no AVX-512
 
 
 def ours_fn():
@@ -179,24 +179,6 @@ def run(corpus_texts: list[str], quick: bool = False, max_mb: float = 10.0) -> d
 # Instruction sets: what this process runs on, and a child process without AVX-512.
 # --------------------------------------------------------------------------------------
 
-def cpu_model() -> str:
-    """The CPU's model name as the kernel reports it (a VM may hide the exact model)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-    return platform.processor() or "unknown"
-
-
-def numpy_avx512() -> list[str]:
-    """numpy's AVX-512 code paths (dispatch targets) enabled in this process."""
-    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
-    return [f for f in __cpu_dispatch__ if f.startswith("AVX512") and __cpu_features__.get(f)]
-
-
 def kernel_uses_avx512() -> bool:
     """Whether the signature kernel's inner loop compiles to AVX-512 (zmm registers) here.
 
@@ -230,15 +212,6 @@ def describe_isa(info: dict) -> str:
             f"numpy AVX-512 paths: {', '.join(info['numpy_avx512']) or 'none'}")
 
 
-def avx2_env() -> dict:
-    """Environment of a child that compiles for an AVX2 CPU and keeps numpy off AVX-512."""
-    env = dict(os.environ, NUMBA_CPU_NAME=AVX2_CPU, NUMBA_CPU_FEATURES="")
-    off = numpy_avx512()
-    if off:
-        env["NPY_DISABLE_CPU_FEATURES"] = " ".join(off)
-    return env
-
-
 def run_child(argv: list[str], isa: str) -> dict:
     """The benchmark with these arguments in a child process without AVX-512."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -269,8 +242,8 @@ def measure(args) -> dict:
     if args.input:
         texts, source = read_input(args.input), args.input
     else:
-        from run_all import build_corpus
-        texts, source = build_corpus(args.mb), f"bundled sample repeated to {args.mb:g} MB"
+        from common import corpus_texts
+        texts, source = corpus_texts(args.mb), f"the first {args.mb:g} MB of the benchmark corpus (distinct documents)"
     res = run(texts, quick=args.quick, max_mb=args.max_mb)
     res.update(docs=len(texts), source=source, isa=isa_info())
     return res

@@ -172,7 +172,7 @@ def run(corpus_texts: list[str], quick: bool = False) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from run_all import build_corpus
+    from common import corpus_texts
 
     from dataprep.report import table
 
@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mb", type=float, default=50.0)
     p.add_argument("--quick", action="store_true")
     args = p.parse_args(argv)
-    res = run(build_corpus(args.mb), quick=args.quick)
+    res = run(corpus_texts(args.mb, quick=getattr(args, "quick", False)), quick=args.quick)
     print(f"corpus {res['corpus_mb']} MB, vocab {res['vocab_size']}, "
           f"RAYON_NUM_THREADS={res['rayon_threads']}")
     print(table(["implementation", "MB/s per core", "cpu s", "wall s", "ratio", "target", "ok"],

@@ -170,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the scratch data")
     p.add_argument("--quick", action="store_true", help="smoke run: tiny sizes allowed")
     args = p.parse_args(argv)
+    sys.path.insert(0, str(ROOT / "bench"))
+    from common import cpu_model
+
     from dataprep.layout import default_workers
     from dataprep.report import table
 
@@ -234,22 +237,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.keep and not args.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0
-
-
-def cpu_model() -> str:
-    """'AMD EPYC ..., AVX-512' or '..., AVX2 (no AVX-512)': which kernels ran."""
-    name, flags = "unknown CPU", set()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name") and name == "unknown CPU":
-                name = line.split(":", 1)[1].strip()
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
-    isa = "AVX-512" if "avx512f" in flags else "AVX2 (no AVX-512)" if "avx2" in flags else "no AVX2"
-    return f"{name}, {isa}"
 
 
 if __name__ == "__main__":

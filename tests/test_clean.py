@@ -254,7 +254,9 @@ def test_bench_smoke(sample_rows):
         assert {"name", "mb_per_s_per_core", "ratio", "target", "ok"} <= set(row)
         assert row["mb_per_s_per_core"] > 0
     ours = res["rows"][-1]
-    assert ours["target"] == 1.3 and isinstance(ours["ok"], bool)
+    assert "1.5x" in ours["target"] and isinstance(ours["ok"], bool)
+    # decisions compared with the real fastText on the full text: equal here
+    assert res["lang_compared"] > 20 and res["lang_differ"] == 0
 
 
 def test_compiled_signals_equal_the_python_definitions(sample_rows):

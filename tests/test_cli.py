@@ -39,12 +39,16 @@ def test_bench_suite_smoke(tmp_path):
     cp = run_script("bench/run_all.py", "--quick", "--out", tmp_path, timeout=900)
     results = json.loads((tmp_path / "quick.json").read_text())
     names = {r["bench"] for r in results}
-    assert names == {"clean", "dedup_exact", "minhash", "tokenizer", "pack"}, cp.stdout
+    assert names == {"clean", "dedup_exact", "minhash", "tokenizer", "pack", "rerun"}, cp.stdout
     for r in results:
         assert not r.get("error"), (r["bench"], r.get("error"))
         assert r["rows"] and r["peak_rss_mb"] > 0
         for row in r["rows"]:
-            assert row["mb_per_s_per_core"] > 0 and row["name"]
+            if r["bench"] == "rerun":   # a ratio of wall times, and the bytes must match
+                assert 0 < row["ratio"] < 1 and row["name"]
+                assert r["extra"]["identical_to_fresh"] == {"clean": True, "dedup_minhash": True}
+            else:
+                assert row["mb_per_s_per_core"] > 0 and row["name"]
     assert "projected wall time for FineWeb-Edu sample-10BT" in cp.stdout
     assert "dominant stage" in cp.stdout
     assert (tmp_path / "quick.md").read_text().startswith("Command: `python bench/run_all.py --quick")

@@ -90,11 +90,13 @@ def _measured(out: Path) -> dict:
 
 
 def test_higher_confidence_measures_full_text_only_where_needed(first, tmp_path):
-    """A document decided by the ends-first shortcut at 0.8 may need full-text LID at 0.95:
-    the rerun measures exactly those, and the kept signals grow by them."""
+    """With the ends-first shortcut (--lid-chars), a document decided by both ends at 0.8
+    may need full-text LID at 0.95: the rerun measures exactly those, and the kept
+    signals grow by them."""
     d = _copy(first, tmp_path)
+    _clean(d / "raw", d / "cleaned", "--lid-chars", "200")
     before = pq.read_table(sorted((d / "cleaned" / "signals").glob("*.parquet")))
-    _clean(d / "raw", d / "cleaned", "--min-lang-conf", "0.95")
+    _clean(d / "raw", d / "cleaned", "--min-lang-conf", "0.95", "--lid-chars", "200")
     after = pq.read_table(sorted((d / "cleaned" / "signals").glob("*.parquet")))
     full_before = before.column("full_conf").null_count
     full_after = after.column("full_conf").null_count
@@ -112,7 +114,7 @@ def test_signals_cost_and_dependencies_in_manifest(first):
     raw = json.loads((first / "raw" / "manifest.json").read_text())
     assert s["depends_on"]["input_fingerprint"] == raw["output_fingerprint"]
     assert s["depends_on"]["lid_model_xxh3_128"] == m["config"]["lid_model"]["xxh3_128"]
-    assert s["depends_on"]["lid_chars"] == 200
+    assert s["depends_on"]["lid_chars"] == 0
     on_disk = sum(p.stat().st_size for p in (first / "cleaned" / "signals").iterdir())
     assert s["bytes"] == on_disk and 10 < on_disk / m["counts"]["docs_in"] < 200
     idx = json.loads((first / "cleaned" / "signals" / "index.json").read_text())
@@ -144,6 +146,14 @@ def test_truncated_or_foreign_signals_are_recomputed(first, tmp_path, sample_lay
     assert "made for another input_fingerprint" in cp.stderr
     _clean(d / "raw", d / "fresh", "--min-chars", "250")
     assert _data(d / "cleaned") == _data(d / "fresh")
+
+
+def test_no_keep_signals_keeps_none(first, tmp_path):
+    d = _copy(first, tmp_path)
+    cp = _clean(d / "raw", d / "nokeep", "--no-keep-signals")
+    assert not (d / "nokeep" / "signals").exists() and "not kept (--no-keep-signals)" in cp.stdout
+    assert _data(d / "nokeep") == _data(d / "cleaned")
+    assert json.loads((d / "nokeep" / "manifest.json").read_text())["signals"]["kept"] is False
 
 
 def test_lid_chars_change_invalidates_the_signals(first, tmp_path):
