@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-requirements
 
-.PHONY: demo test bench install clean-data
+.PHONY: demo test bench bench-scale bench-corpus install clean-data
 
 install: $(STAMP)
 
@@ -29,11 +29,19 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q tests
 
-bench: $(STAMP)
+# The benchmarks run on data/bench_corpus/: 1.1 GB of distinct real documents built from
+# Debian documentation packages (and one npm package); see scripts/build_bench_corpus.py.
+bench-corpus: $(STAMP)
+	@test -f data/bench_corpus/sources.json || $(PY) scripts/build_bench_corpus.py
+
+bench: bench-corpus
 	$(PY) bench/run_all.py
+
+bench-scale: bench-corpus
+	$(PY) bench/scale.py
 
 clean-data:
 	rm -rf data/raw data/cleaned data/dedup_exact data/dedup data/tokenizer data/figures \
 	  data/train.bin data/val.bin data/pack_manifest.json data/pack_report data/verify_report.md \
 	  data/verify_report.json data/report.html \
-	  data/logs data/download data/.*.partial data/.*.old
+	  data/logs data/download data/.*.partial data/.*.old data/.*.signals data/.*.signatures

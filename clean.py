@@ -74,7 +74,8 @@ import pyarrow.parquet as pq
 
 from dataprep import layout
 from dataprep.errors import StageError, run_stage
-from dataprep.executor import add_executor_args, load_task_results, run_tasks, save_task_result
+from dataprep.executor import (add_executor_args, load_task_results, run_tasks, save_task_result,
+                               start_pool_early)
 from dataprep.kept import KeptStore, read_verified, replace_dir, write_index
 from dataprep.kept import entry as kept_entry
 from dataprep.manifest import check_input, display_path
@@ -998,6 +999,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    start_pool_early(args)
     if args.examples < 0:
         raise StageError("--examples must be >= 0")
     share_arg("--warn-share", args.warn_share)

@@ -45,7 +45,8 @@ import xxhash
 
 from dataprep import layout
 from dataprep.errors import StageError, run_stage
-from dataprep.executor import add_executor_args, load_task_results, save_task_result
+from dataprep.executor import (add_executor_args, load_task_results, save_task_result,
+                               start_pool_early)
 from dataprep.progress import task_progress
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import list_shards, write_table
@@ -375,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                         "hash partitions to disk (default 2GB). Never changes the output")
     add_executor_args(p)
     args = p.parse_args(argv)
+    start_pool_early(args)
     budget = parse_size(args.memory_budget)
     if args.workers < 1:
         raise StageError("--workers must be at least 1")

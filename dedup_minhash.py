@@ -65,7 +65,8 @@ from numba import njit
 
 from dataprep import layout
 from dataprep.errors import StageError, run_stage
-from dataprep.executor import add_executor_args, load_task_results, run_tasks, save_task_result
+from dataprep.executor import (add_executor_args, load_task_results, run_tasks, save_task_result,
+                               start_pool_early)
 from dataprep.kept import KeptStore, load_array, replace_dir, write_index
 from dataprep.kept import entry as kept_entry
 from dataprep.manifest import check_input, display_path
@@ -998,6 +999,7 @@ def candidates(run_parallel, units, offsets, args, staging: Path) -> tuple[np.nd
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    start_pool_early(args)
     inp, out = Path(args.input), Path(args.output)
     if inp.resolve() == out.resolve():
         raise StageError(f"--output {out} is the input folder; choose another")

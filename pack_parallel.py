@@ -47,7 +47,8 @@ import pyarrow.compute as pc
 from dataprep import layout
 from dataprep.bpe import BpeEncoder
 from dataprep.errors import StageError, run_stage
-from dataprep.executor import add_executor_args, load_task_results, save_task_result
+from dataprep.executor import (add_executor_args, load_task_results, save_task_result,
+                               start_pool_early)
 from dataprep.manifest import MANIFEST
 from dataprep.report import human_bytes, markdown_table, save_report, table
 from dataprep.progress import task_progress
@@ -358,6 +359,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    start_pool_early(args)
     # 4.6: refuse a vocabulary that does not fit uint16 before touching anything else
     tok = load_tokenizer(args.tokenizer)
     check_fits_uint16(tok, args.tokenizer)

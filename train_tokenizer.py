@@ -74,7 +74,8 @@ import pyarrow.parquet as pq
 
 from dataprep import layout
 from dataprep.errors import StageError, run_stage
-from dataprep.executor import add_executor_args, load_task_results, save_task_result
+from dataprep.executor import (add_executor_args, load_task_results, save_task_result,
+                               start_pool_early)
 from dataprep.manifest import MANIFEST, read_manifest, write_json
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import ShardWriter, file_record, list_shards, open_shard, read_table
@@ -546,6 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
     add_executor_args(p)
     args = p.parse_args(argv)
+    start_pool_early(args)
     check_args(args)
     # HF tokenizers trains on a rayon thread pool sized by RAYON_NUM_THREADS, read when the
     # pool first starts: set it before any tokenizers call. The result does not depend on it.

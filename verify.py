@@ -40,7 +40,7 @@ import xxhash
 
 from dataprep import layout
 from dataprep.errors import StageError, run_stage
-from dataprep.executor import add_executor_args
+from dataprep.executor import add_executor_args, start_pool_early
 from dataprep.manifest import (MANIFEST, check_input, display_path, read_manifest, upstream_path,
                                write_json)
 from dataprep.report import human_bytes, markdown_table, pct, table
@@ -117,6 +117,7 @@ class Context:
         self.args = args
         self.data = Path(args.data_dir)
         self._cache: dict = {}
+        self.phases: dict = {}     # the parallel scan's resources, for the report
 
     def memo(self, key, fn):
         if key not in self._cache:
@@ -313,10 +314,11 @@ def scan_corpus(ctx: Context) -> dict:
     c = ctx.pack_counts
     every = sample_every(int(c.get("docs_out", 0)), int(c.get("bytes_out", 0)))
     mh = minhash_config(ctx)
-    run_tasks(scan_unit, len(units), ctx.args, work / "_logs", "verify",
-              total_docs=sum(u.rows for u in units), total_bytes=sum(u.text_bytes for u in units),
-              units=[u.to_dict() for u in units], work=str(work), val_ids=str(ids_file),
-              every=every, **mh)
+    ctx.phases["scan"] = run_tasks(
+        scan_unit, len(units), ctx.args, work / "_logs", "verify",
+        total_docs=sum(u.rows for u in units), total_bytes=sum(u.text_bytes for u in units),
+        units=[u.to_dict() for u in units], work=str(work), val_ids=str(ids_file),
+        every=every, **mh)
     res = load_task_results(work, "scan", len(units))
     val = {}
     for r in range(len(units)):
@@ -847,7 +849,13 @@ def parse_args(argv):
 
 
 def main(argv: list[str] | None = None) -> int:
+    import time
+
+    from dataprep.progress import cpu_seconds, peak_rss_mb
+
+    t0 = time.time()
     args = parse_args(argv)
+    start_pool_early(args)
     ctx = Context(args)
     try:
         items = [run_check(fn, i + 1, ctx) for i, fn in enumerate(CHECKS)]
@@ -863,7 +871,10 @@ def main(argv: list[str] | None = None) -> int:
         "data_dir": display_path(ctx.data), "passed": sum(it.ok for it in items),
         "items": [{"num": it.num, "title": it.title, "ok": it.ok, "figures": it.figures,
                    "details": it.details, "cause": it.cause, **it.data} for it in items],
-        "manifests": manifest_fingerprints(ctx.data)})
+        "manifests": manifest_fingerprints(ctx.data),
+        "resources": {"wall_s": round(time.time() - t0, 3), "driver_cpu_s": cpu_seconds(),
+                      "worker_cpu_s": sum(p.get("worker_cpu_s", 0) for p in ctx.phases.values()),
+                      "driver_peak_rss_mb": peak_rss_mb(), "phases": ctx.phases}})
     print(f"wrote {report} and {report.with_suffix('.json').name}")
     return 0 if all(it.ok for it in items) else 1
 

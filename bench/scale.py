@@ -120,9 +120,16 @@ def run_stage(stage: str, data: Path, inputs: Path, cores: int) -> dict:
         res["timings"] = m.get("timings", {})
         c = m.get("counts", {})
         res["docs"] = c.get("docs_in", c.get("rows"))
-    else:  # verify.py: one process, measured here
-        res["cpu_s"] = round(cpu1 - cpu0, 2)
-        res["driver_rss_mb"] = round(rss, 1)
+    else:  # verify.py: no manifest; its report carries the same resources
+        r = (json.loads((data / "verify_report.json").read_text()).get("resources") or {})
+        res["cpu_s"] = round(r.get("driver_cpu_s", 0) + r.get("worker_cpu_s", 0), 2) \
+            if r else round(cpu1 - cpu0, 2)
+        res["driver_rss_mb"] = r.get("driver_peak_rss_mb", round(rss, 1))
+        res["worker_rss_mb"] = max((p.get("max_worker_rss_mb") or 0
+                                    for p in (r.get("phases") or {}).values()), default=None)
+        res["phases"] = {k: {"wall_s": v.get("wall_s"), "task_cpu_s": v.get("task_cpu_s"),
+                             "core_use": v.get("core_use"), "tasks": v.get("tasks")}
+                         for k, v in (r.get("phases") or {}).items()}
         res["verify_pass"] = cp.returncode == 0
     res["core_use"] = round(res["cpu_s"] / (cores * wall), 3) if wall else None
     return res

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -160,17 +161,93 @@ def _quiet(verbose: bool) -> None:
         logger.disable("datatrove")
 
 
+# One pool of workers per stage process, reused by every phase: a stage's second and
+# later phases then start no process at all.
+_POOL: dict = {}
+
+
+def _stage_pool(workers: int, start_method: str):
+    """The stage's pool of `workers` processes, created on first use and kept."""
+    import multiprocess
+
+    if _POOL.get("workers") != workers:
+        close_pool()
+        _POOL.update(workers=workers, pool=multiprocess.get_context(start_method).Pool(workers))
+    return _POOL["pool"]
+
+
+def close_pool() -> None:
+    """Stop the stage's pool (also done when the process exits)."""
+    if _POOL.get("pool") is not None:
+        _POOL["pool"].close()
+        _POOL["pool"].join()
+    _POOL.clear()
+
+
+def _fast_sysconfig_paths() -> None:
+    """datatrove adds a loguru log file per task, and loguru recomputes the standard
+    library's install paths (hundreds of sysconfig.get_path calls, ~25 ms) for each one;
+    the answer never changes within a process, so it is computed once."""
+    import functools
+    import sysconfig
+
+    if not hasattr(sysconfig.get_path, "cache_info"):
+        sysconfig.get_path = functools.lru_cache(maxsize=None)(sysconfig.get_path)
+
+
 def _local_executor_cls():
     from datatrove.executor import LocalPipelineExecutor
+    from datatrove.utils.stats import PipelineStats
 
     class QuietLocalExecutor(LocalPipelineExecutor):
+        """datatrove's local executor, with the pool kept across a stage's phases.
+
+        run() is datatrove 0.10's LocalPipelineExecutor.run() with two changes: the pool
+        comes from _stage_pool instead of being started (and stopped) for every phase,
+        and no manager process hands out local ranks (datatrove uses them only to choose
+        which task logs to the console, and ours are quiet). Each task is datatrove's own
+        _run_for_rank: its completion marker, log file and stats."""
         verbose = False
 
         def _run_for_rank(self, rank, local_rank=0, node_rank=-1):
             _quiet(self.verbose)
+            _fast_sysconfig_paths()
             return super()._run_for_rank(rank, local_rank, node_rank)
 
+        def run(self):
+            if self.workers == 1:   # in this process, one task after another: datatrove's
+                return super().run()
+            self._launched = True
+            ranks = range(self.local_rank_offset, self.local_rank_offset + self.local_tasks)
+            if all(map(self.is_rank_completed, ranks)):
+                return None
+            self.save_executor_as_json()
+            pool = _stage_pool(self.workers, self.start_method)
+            stats = list(pool.imap_unordered(self._run_for_rank, self.get_incomplete_ranks(ranks)))
+            stats = sum(stats, start=PipelineStats())
+            with self.logging_dir.open("stats.json", "wt") as f:
+                stats.save_to_disk(f)
+            return stats
+
     return QuietLocalExecutor
+
+
+def start_pool_early(args: argparse.Namespace) -> None:
+    """Start the stage's worker pool now, right after the arguments are read (local
+    executor, two workers or more): the workers are forked from this process while it
+    holds only its imports and no thread, so they start in milliseconds with every module
+    already loaded, instead of each phase's first tasks waiting for a fork server to
+    import the stage. Later phases reuse the same workers."""
+    if getattr(args, "executor", "local") != "local" or int(getattr(args, "workers", 1) or 1) < 2:
+        return
+    # what every task needs, imported once here rather than in each worker
+    for name in ("datatrove.executor.local", "datatrove.pipeline.base", "datatrove.utils.logging"):
+        importlib.import_module(name)
+    main = sys.modules.get("__main__")
+    stem = Path(getattr(main, "__file__", "") or "").stem
+    if stem and importlib.util.find_spec(stem) is not None:
+        importlib.import_module(stem)   # tasks name their function by this module
+    _stage_pool(int(args.workers), "fork")
 
 
 def _preload_in_forkserver(module: str) -> None:
@@ -191,6 +268,8 @@ def build_executor(step: ShardTask, tasks: int, args: argparse.Namespace, loggin
                    name: str, inline: bool = False):
     kind = getattr(args, "executor", "local")
     workers = max(1, min(int(getattr(args, "workers", 1) or 1), tasks))
+    if kind == "local" and tasks > 1:   # the stage's one pool, whatever this phase's size
+        workers = max(1, int(getattr(args, "workers", 1) or 1))
     if inline and kind == "local":
         workers = 1  # datatrove runs the tasks one by one in this process: no pool to start
     verbose = getattr(args, "verbose", False)
