@@ -83,7 +83,6 @@ from dataprep.progress import task_progress
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import ShardWriter, file_record, list_shards, open_shard, write_table
 from dataprep.stage import StageRun
-from dataprep.textscan import cheap_signals
 from dataprep.units import Unit, describe, plan_units, read_unit
 
 # The order matters: a document is counted under the first rule that removes it, and the
@@ -200,6 +199,39 @@ def load_lid(path: str | os.PathLike):
         raise StageError(f"--lid-model {path}: not a usable fastText model ({e})") from None
 
 
+def check_lid(path: str | os.PathLike) -> None:
+    """Fail now, with one line, if path is not a usable fastText model: the file is parsed
+    and checked, the model not built (a rerun that reuses every language-ID call never
+    builds it)."""
+    from dataprep.lid import FastLid
+
+    if not Path(path).is_file():
+        raise StageError(f"--lid-model {path}: no such file")
+    try:
+        FastLid.read(path)
+    except (ValueError, OSError, EOFError) as e:
+        raise StageError(f"--lid-model {path}: not a usable fastText model ({e})") from None
+
+
+class LazyLid:
+    """The model at path, loaded on the first prediction: a task whose language-ID calls
+    are all kept never pays for loading it."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path, self._model = path, None
+
+    def model(self):
+        if self._model is None:
+            self._model = load_lid(self.path)
+        return self._model
+
+    def predict(self, text: str):
+        return self.model().predict(text)
+
+    def predict_many(self, texts):
+        return self.model().predict_many(texts)
+
+
 def predict_lang(model, text: str) -> tuple[str, float]:
     """(language, confidence) of text as fastText's predict(text.replace("\n", " "))."""
     lang, prob = model.predict(text)
@@ -251,6 +283,8 @@ class Signals:
         if isinstance(texts, list):
             texts = pa.array(texts, pa.string())
         sig = Signals(len(texts))
+        from dataprep.textscan import cheap_signals  # numba: imported only when measuring
+
         sig.chars, sig.dup, sig.run, sig.alnum = cheap_signals(texts)
         return sig
 
@@ -269,7 +303,7 @@ class Signals:
         sig.run = t.column("longest_run").to_numpy().astype(np.int64)
         sig.alnum = t.column("alnum_share").to_numpy().astype(np.float64)
         for p in LID_PARTS:
-            sig.lang[p] = np.array(t.column(f"{p}_lang").to_pylist(), dtype=object)
+            sig.lang[p] = t.column(f"{p}_lang").to_numpy(zero_copy_only=False).astype(object)
             sig.conf[p] = t.column(f"{p}_conf").to_numpy(zero_copy_only=False).astype(np.float64)
         return sig
 
@@ -387,29 +421,45 @@ def cheap_outcomes(th: Thresholds, sig: Signals) -> np.ndarray:
     return code
 
 
+def lang_decisions(th: Thresholds, sig: Signals, lid: LidCalls, idx: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """lang_decision for the documents idx, as arrays (languages, confidences). With
+    the default --lid-chars 0, or no document long enough for the shortcut, every
+    decision is the full text's, read from the kept signals or measured in one batch."""
+    idx = np.asarray(idx, np.int64)
+    if th.lid_chars == 0 or not (sig.chars[idx] > 2 * th.lid_chars).any():
+        need = np.zeros(len(sig), bool)
+        need[idx] = True
+        lid.full_text(need)
+        return sig.lang["full"][idx], sig.conf["full"][idx]
+    langs, confs = np.empty(len(idx), dtype=object), np.empty(len(idx))
+    for j, i in enumerate(idx):
+        langs[j], confs[j] = lang_decision(th, int(sig.chars[i]), lambda p, i=i: lid.get(int(i), p))
+    return langs, confs
+
+
+def accepted(th: Thresholds, langs: np.ndarray, confs: np.ndarray) -> np.ndarray:
+    """Does the lang rule keep each decision: confident enough, in --languages."""
+    wanted = set(th.languages)
+    return (confs >= th.min_lang_conf) & np.fromiter((x in wanted for x in langs), bool,
+                                                     len(langs))
+
+
 def outcomes(th: Thresholds, sig: Signals, lid: LidCalls) -> np.ndarray:
     """Per document, the index in RULES of the FIRST rule that removes it, or KEPT."""
     code = cheap_outcomes(th, sig)
-    if th.lid_chars == 0:
-        lid.full_text(code == LANG)   # every document that reaches it, in one batch
-    for i in np.flatnonzero(code == LANG):
-        lang, conf = lang_decision(th, int(sig.chars[i]), lambda p, i=i: lid.get(int(i), p))
-        if conf >= th.min_lang_conf and lang in th.languages:
-            code[i] = KEPT
+    idx = np.flatnonzero(code == LANG)
+    langs, confs = lang_decisions(th, sig, lid, idx)
+    code[idx[accepted(th, langs, confs)]] = KEPT
     return code
 
 
 def alone(th: Thresholds, sig: Signals, lid: LidCalls) -> dict[str, np.ndarray]:
     """For --report-all: does each rule, on its own, remove each document?"""
-    if th.lid_chars == 0:
-        lid.full_text(np.ones(len(sig), bool))
-    lang_bad = np.zeros(len(sig), bool)
-    for i in range(len(sig)):
-        lang, conf = lang_decision(th, int(sig.chars[i]), lambda p, i=i: lid.get(i, p))
-        lang_bad[i] = conf < th.min_lang_conf or lang not in th.languages
+    langs, confs = lang_decisions(th, sig, lid, np.arange(len(sig)))
     return {"too_short": sig.chars < th.min_chars, "dup_lines": sig.dup > th.max_dup_lines,
             "char_repeat": sig.run > th.max_char_run, "low_alnum": sig.alnum < th.min_alnum,
-            "lang": lang_bad}
+            "lang": ~accepted(th, langs, confs)}
 
 
 def rule_value(code: int, i: int, th: Thresholds, sig: Signals, lid: LidCalls) -> dict:
@@ -459,7 +509,7 @@ def load_kept(sources: list[list[dict]], rows: int) -> tuple[Signals | None, lis
                 notes.append(f"{Path(piece['path']).name}: digest mismatch, recomputed")
                 parts = None
                 break
-            t = pq.read_table(pa.BufferReader(data))
+            t = pq.ParquetFile(pa.BufferReader(data)).read()
             parts.append(t.slice(piece["offset"], piece["rows"]))
         if parts is None:
             continue
@@ -495,12 +545,16 @@ class Tally:
             for o in range(KEPT + 1):
                 self.hist[name][o] += histogram(name, values[code == o])
         reached = np.flatnonzero(code >= LANG)
-        confs = np.empty(len(reached))
-        for j, i in enumerate(reached):
-            lang, confs[j] = lang_decision(th, int(sig.chars[i]), lambda p, i=i: lid.get(int(i), p))
-            c = self.langs.setdefault(lang or "?", [0, 0])
-            c[0] += 1
-            c[1] += int(code[i] == KEPT)
+        langs, confs = lang_decisions(th, sig, lid, reached)
+        if len(reached):   # language -> [documents, kept], in order of first appearance
+            keys = np.array([x or "?" for x in langs], dtype=object)
+            names, first, which = np.unique(keys, return_index=True, return_inverse=True)
+            docs = np.bincount(which, minlength=len(names))
+            kept = np.bincount(which, weights=code[reached] == KEPT, minlength=len(names))
+            for k in np.argsort(first, kind="stable"):
+                c = self.langs.setdefault(str(names[k]), [0, 0])
+                c[0] += int(docs[k])
+                c[1] += int(kept[k])
         for o in (LANG, KEPT):
             self.hist["lang_conf"][o] += histogram("lang_conf", confs[code[reached] == o])
 
@@ -526,7 +580,7 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
     """
     unit = Unit(**units[rank])
     ths = [thresholds_from(c) for c in configs]
-    model = load_lid(lid_model)
+    model = LazyLid(lid_model)
     kept, notes = load_kept(sources[rank], unit.rows)
     kept_calls = kept.lid_calls() if kept is not None else 0
     tallies = [Tally() for _ in ths]
@@ -1011,7 +1065,7 @@ def main(argv: list[str] | None = None) -> int:
     check_thresholds(th)
     sweeps = [parse_sweep(s) for s in args.sweep]
     lid_path = Path(args.lid_model) if args.lid_model else default_lid_model()
-    load_lid(lid_path)  # fail now, with one line, rather than inside every task
+    check_lid(lid_path)  # fail now, with one line, rather than inside every task
     shards = list_shards(args.input)
     for s in shards:
         open_shard(s)  # a broken shard is named before any work starts

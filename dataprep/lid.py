@@ -768,13 +768,8 @@ class FastLid:
     """A fastText supervised model (lid.176.ftz or .bin) answering predict(text, k=1)."""
 
     def __init__(self, path: str):
-        model = _read_model(path)
+        model = self.read(path)
         args, d = model["args"], model["dictionary"]
-        if args["model"] != SUPERVISED:
-            raise ValueError(f"{path}: not a supervised fastText model")
-        if args["loss"] not in (LOSS_HS, LOSS_SOFTMAX):
-            raise ValueError(f"{path}: loss {args['loss']} is not supported "
-                             "(hierarchical softmax and softmax are)")
         self.path, self.args = path, args
         # Dictionary::getLabel(i) is entry nwords + i
         self.labels = [w.decode("utf-8", "replace").removeprefix("__label__")
@@ -796,6 +791,19 @@ class FastLid:
         # label index -> label; index -1 (no label) reads the "" at the end
         self._label_of = np.array(self.labels + [""], dtype=object)
         self._entry = None  # predict()'s direct entry into the compiled _predict_batch
+
+    @staticmethod
+    def read(path: str | os.PathLike) -> dict:
+        """The model file parsed and checked (ValueError if it is not a supervised model
+        with a supported loss), without building anything: milliseconds, no compiling."""
+        model = _read_model(str(path))
+        args = model["args"]
+        if args["model"] != SUPERVISED:
+            raise ValueError(f"{path}: not a supervised fastText model")
+        if args["loss"] not in (LOSS_HS, LOSS_SOFTMAX):
+            raise ValueError(f"{path}: loss {args['loss']} is not supported "
+                             "(hierarchical softmax and softmax are)")
+        return model
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> FastLid:

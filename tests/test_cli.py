@@ -52,3 +52,52 @@ def test_bench_suite_smoke(tmp_path):
     assert "projected wall time for FineWeb-Edu sample-10BT" in cp.stdout
     assert "dominant stage" in cp.stdout
     assert (tmp_path / "quick.md").read_text().startswith("Command: `python bench/run_all.py --quick")
+
+
+def test_bench_scale_smoke(tmp_path):
+    """`make bench-scale` on two tiny prefixes of the bundled sample: every stage runs and
+    is measured, phases report core use, the projection and the target table are printed
+    (the figures themselves belong to make bench-scale, not to a test)."""
+    from conftest import ROOT
+    cp = run_script("bench/scale.py", "--quick", "--gb", "0.002,0.004",
+                    "--corpus", ROOT / "data" / "sample", "--out", tmp_path,
+                    "--work", tmp_path / "work", timeout=900)
+    res = json.loads((tmp_path / "scale_quick.json").read_text())
+    assert [r["gb"] for r in res["runs"]] == [0.002, 0.004]
+    for run in res["runs"]:
+        stages = {s["stage"]: s for s in run["stages"]}
+        assert list(stages) == ["download_data", "clean", "dedup_exact", "dedup_minhash",
+                                "train_tokenizer", "pack_parallel", "verify"]
+        for s in stages.values():
+            assert s["wall_s"] > 0 and s["cpu_s"] > 0 and s["driver_rss_mb"] > 0
+        assert stages["clean"]["phases"]["clean"]["tasks"] >= 1
+        assert stages["dedup_minhash"]["phases"]["signatures"]["task_cpu_s"] > 0
+    assert len(res["projection_minutes"]) == 7
+    assert "projected wall time for FineWeb-Edu sample-10BT" in cp.stdout
+    assert "targets:" in cp.stdout
+    # no size reached 0.2 GB: the core-use targets say so instead of passing
+    names = [t[0] for t in res["targets"]]
+    assert "clean clean: core use" in names
+    assert all(t[1].startswith("not measured") for t in res["targets"] if "core use" in t[0])
+
+
+def test_bench_scale_targets_flag_a_missed_target():
+    """check_targets names the worst size and marks a phase below 80% MISSED."""
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, str(ROOT / "bench"))
+    from scale import check_targets
+    def run(gb, use):
+        phases = {"clean": [("clean", use)], "dedup_exact": [("hash", 0.9), ("filter", 0.9)],
+                  "dedup_minhash": [("signatures", 0.9), ("filter", 0.9)],
+                  "pack_parallel": [("encode", 0.9)]}
+        return {"gb": gb, "bytes": gb * 1e9,
+                "stages": [{"stage": st, "phases": {n: {"core_use": u} for n, u in ph}}
+                           for st, ph in phases.items()]}
+    rows = {r[0]: r for r in check_targets([run(0.25, 0.75), run(1, 0.95)], 95.0)}
+    assert rows["clean clean: core use"][1:] == ["0.75 (at 0.25 GB)", ">= 0.80", "MISSED"]
+    assert rows["dedup_exact hash: core use"][-1] == "ok"
+    assert rows["sample-10BT projected on 2 cores"][-1] == "MISSED"
+    rows = {r[0]: r for r in check_targets([run(0.1, 0.1), run(0.5, 0.85)], 45.0)}
+    assert rows["clean clean: core use"][1:] == ["0.85 (at 0.5 GB)", ">= 0.80", "ok"]
+    assert rows["sample-10BT projected on 2 cores"][-1] == "ok"
