@@ -745,8 +745,10 @@ def unique_pairs(pair_files: list[Path], n_docs: int) -> np.ndarray:
 
 
 def verify(pairs: np.ndarray, sigs: Signatures, threshold: float,
-           chunk: int = 1 << 18) -> tuple[np.ndarray, np.ndarray]:
-    """Similarity of each candidate over all k values; returns (sims, accepted mask)."""
+           chunk: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
+    """Similarity of each candidate over all k values; returns (sims, accepted mask).
+    Pairs are compared `chunk` at a time: at most 2 x chunk x k x 4 bytes of signatures
+    (64 MB at k = 128) are held, however many candidates there are."""
     sims = np.empty(len(pairs), dtype=np.float64)
     for s in range(0, len(pairs), chunk):
         p = pairs[s:s + chunk]
