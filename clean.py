@@ -76,9 +76,9 @@ from dataprep import layout
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, run_tasks, save_task_result,
                                start_pool_early)
-from dataprep.kept import KeptStore, read_verified, replace_dir, write_index
+from dataprep.kept import cover_units, replace_dir, verified_parts, write_index
 from dataprep.kept import entry as kept_entry
-from dataprep.manifest import check_input, display_path
+from dataprep.manifest import check_input
 from dataprep.progress import task_progress
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import ShardWriter, file_record, list_shards, open_shard, write_table
@@ -502,17 +502,11 @@ def load_kept(sources: list[list[dict]], rows: int) -> tuple[Signals | None, lis
     digest check; (None, notes) when none does."""
     sig, notes = None, []
     for pieces in sources:
-        parts = []
-        for piece in pieces:
-            data = read_verified(piece)
-            if data is None:
-                notes.append(f"{Path(piece['path']).name}: digest mismatch, recomputed")
-                parts = None
-                break
-            t = pq.ParquetFile(pa.BufferReader(data)).read()
-            parts.append(t.slice(piece["offset"], piece["rows"]))
-        if parts is None:
+        got = verified_parts(pieces, notes)
+        if got is None:
             continue
+        parts = [pq.ParquetFile(pa.BufferReader(data)).read().slice(piece["offset"], piece["rows"])
+                 for piece, data in got]
         got = Signals.from_table(pa.concat_tables(parts)) if parts else Signals(0)
         if len(got) != rows:
             notes.append(f"kept signals cover {len(got)} rows, not {rows}: recomputed")
@@ -693,18 +687,12 @@ def signal_sources(output: Path, deps: dict, units: list[Unit]) -> tuple[list, l
     notes = []
     for name, folder in (("kept signals", output / "signals"),
                          ("signals measured by a sweep", side_store(output))):
-        store, why = KeptStore.open(folder, deps)
-        if store is None:
-            if why != "none kept":
-                notes.append(f"{name} in {display_path(folder)} not used: {why}")
-            continue
-        covered = 0
-        for u, unit in zip(sources, units):
-            pieces = store.pieces(unit.shard, unit.row_start, unit.rows)
+        cover, line = cover_units(folder, deps, units, name)
+        if line:
+            notes.append(line)
+        for u, pieces in zip(sources, cover):
             if pieces is not None:
                 u.append(pieces)
-                covered += 1
-        notes.append(f"{name} in {display_path(folder)}: cover {covered} of {len(units)} tasks")
     return sources, notes
 
 

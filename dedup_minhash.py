@@ -67,9 +67,9 @@ from dataprep import layout
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, run_tasks, save_task_result,
                                start_pool_early)
-from dataprep.kept import KeptStore, load_array, replace_dir, write_index
+from dataprep.kept import cover_units, load_array, replace_dir, write_index
 from dataprep.kept import entry as kept_entry
-from dataprep.manifest import check_input, display_path
+from dataprep.manifest import check_input
 from dataprep.progress import task_progress
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import list_shards, write_table
@@ -661,20 +661,13 @@ def kept_sources(output: Path, deps_sig: dict, deps_band: dict, units: list[Unit
     notes = []
     for where in (output, side_store(output)):
         for name, deps, src in (("signatures", deps_sig, sig_src), ("bands", deps_band, band_src)):
-            store, why = KeptStore.open(where / name, deps)
-            if store is None:
-                if why != "none kept":
-                    notes.append(f"kept {name} in {display_path(where / name)} not used: {why}")
-                continue
-            n = 0
-            for s, u in zip(src, units):
-                pieces = store.pieces(u.shard, u.row_start, u.rows)
-                # whole files only (the same cut into units): they carry the unit's counts
-                if pieces is not None and all(p["whole"] for p in pieces):
+            # whole files only (the same cut into units): they carry the unit's counts
+            cover, line = cover_units(where / name, deps, units, f"kept {name}", whole_only=True)
+            if line:
+                notes.append(line)
+            for s, pieces in zip(src, cover):
+                if pieces is not None:
                     s.append(pieces)
-                    n += 1
-            notes.append(f"kept {name} in {display_path(where / name)}: cover {n} of "
-                         f"{len(units)} tasks")
     return sig_src, band_src, notes
 
 

@@ -114,7 +114,7 @@ def run_stage(stage: str, data: Path, inputs: Path, cores: int, quick: bool = Fa
     cpu1, rss = children_cpu()
     if cp.returncode not in (0, 1) or (cp.returncode == 1 and stage != "verify"):
         raise SystemExit(f"{stage} failed ({cp.returncode}):\n{cp.stderr[-3000:]}")
-    res = {"stage": stage, "wall_s": round(wall, 2), "phases": {}}
+    res = {"stage": stage, "wall_s": round(wall, 2)}
     if stage in MANIFEST:
         m = json.loads((data / MANIFEST[stage]).read_text())
         r = m.get("resources") or {}
@@ -122,9 +122,6 @@ def run_stage(stage: str, data: Path, inputs: Path, cores: int, quick: bool = Fa
         res["driver_rss_mb"] = r.get("driver_peak_rss_mb")
         res["worker_rss_mb"] = r.get("max_worker_rss_mb")
         res["driver_bytes_per_doc"] = r.get("driver_bytes_per_doc")
-        res["phases"] = {k: {"wall_s": v.get("wall_s"), "task_cpu_s": v.get("task_cpu_s"),
-                             "core_use": v.get("core_use"), "tasks": v.get("tasks")}
-                         for k, v in (r.get("phases") or {}).items()}
         res["timings"] = m.get("timings", {})
         c = m.get("counts", {})
         res["docs"] = c.get("docs_in", c.get("rows"))
@@ -136,10 +133,10 @@ def run_stage(stage: str, data: Path, inputs: Path, cores: int, quick: bool = Fa
         res["driver_rss_mb"] = r.get("driver_peak_rss_mb", round(rss, 1))
         res["worker_rss_mb"] = max((p.get("max_worker_rss_mb") or 0
                                     for p in (r.get("phases") or {}).values()), default=None)
-        res["phases"] = {k: {"wall_s": v.get("wall_s"), "task_cpu_s": v.get("task_cpu_s"),
-                             "core_use": v.get("core_use"), "tasks": v.get("tasks")}
-                         for k, v in (r.get("phases") or {}).items()}
         res["verify_pass"] = cp.returncode == 0
+    res["phases"] = {k: {"wall_s": v.get("wall_s"), "task_cpu_s": v.get("task_cpu_s"),
+                         "core_use": v.get("core_use"), "tasks": v.get("tasks")}
+                     for k, v in (r.get("phases") or {}).items()}
     res["core_use"] = round(res["cpu_s"] / (cores * wall), 3) if wall else None
     return res
 

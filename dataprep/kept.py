@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from .manifest import write_json
+from .manifest import display_path, write_json
 from .shards import file_record
 
 INDEX = "index.json"
@@ -85,27 +85,54 @@ class KeptStore:
         return out if at >= stop or rows == 0 else None
 
 
+def cover_units(folder: str | os.PathLike, depends_on: dict, units: list, label: str,
+                whole_only: bool = False) -> tuple[list[list[dict] | None], str | None]:
+    """For each unit (with .shard, .row_start, .rows), the pieces of the store at `folder`
+    that cover its rows, or None where the store does not cover them (with whole_only,
+    also where a piece is only part of a kept file); and one line saying whether the store
+    is used and how much it covers (None when nothing was kept there)."""
+    store, why = KeptStore.open(folder, depends_on)
+    if store is None:
+        line = None if why == "none kept" else f"{label} in {display_path(folder)} not used: {why}"
+        return [None] * len(units), line
+    cover = []
+    for u in units:
+        pieces = store.pieces(u.shard, u.row_start, u.rows)
+        if pieces is not None and whole_only and not all(p["whole"] for p in pieces):
+            pieces = None
+        cover.append(pieces)
+    n = sum(p is not None for p in cover)
+    return cover, f"{label} in {display_path(folder)}: cover {n} of {len(units)} tasks"
+
+
+def verified_parts(pieces: list[dict], notes: list[str]) -> list[tuple[dict, bytes]] | None:
+    """(piece, bytes) for every piece when all pass their digest check; otherwise None,
+    with a note naming the first file that failed."""
+    out = []
+    for piece in pieces:
+        data = read_verified(piece)
+        if data is None:
+            notes.append(f"{Path(piece['path']).name}: digest mismatch, recomputed")
+            return None
+        out.append((piece, data))
+    return out
+
+
 def load_array(sources: list[list[dict]], rows: int, axis: int = 0
                ) -> tuple[np.ndarray | None, list[dict], list[str]]:
     """A unit's kept .npy rows (along `axis`) from the first source whose files all pass
     their digest check: (array, the pieces used, notes); (None, [], notes) if none does."""
     notes = []
     for pieces in sources:
+        got = verified_parts(pieces, notes)
+        if not got:   # a file failed its check, or nothing kept
+            continue
         parts = []
-        for piece in pieces:
-            data = read_verified(piece)
-            if data is None:
-                notes.append(f"{Path(piece['path']).name}: digest mismatch, recomputed")
-                parts = None
-                break
+        for piece, data in got:
             a = np.load(io.BytesIO(data))
             sl = [slice(None)] * a.ndim
             sl[axis] = slice(piece["offset"], piece["offset"] + piece["rows"])
             parts.append(a[tuple(sl)])
-        if parts is None:
-            continue
-        if not parts:
-            continue
         arr = np.concatenate(parts, axis=axis)
         if arr.shape[axis] == rows:
             return arr, pieces, notes

@@ -762,31 +762,23 @@ def split_long(text, limit=MAX_CHARS, piece=PIECE_CHARS):
     """Cut texts over ``limit`` chars at SECTION marks into ~``piece``-char parts."""
     if len(text) - text.count(SECTION) <= limit:
         return [text.replace(SECTION, "")]
-    sections = [s for s in text.split(SECTION) if s.strip()]
-    pieces, cur, size = [], [], 0
-    for sec in sections:
-        if cur and size + len(sec) > piece:
-            pieces.append("".join(cur))
-            cur, size = [], 0
-        cur.append(sec)
-        size += len(sec)
-    if cur:
-        pieces.append("".join(cur))
+    pieces = _pack([s for s in text.split(SECTION) if s.strip()], piece)
     out = []
-    for p in pieces:
-        out.extend(_split_lines(p, piece) if len(p) > limit else [p])
+    for p in pieces:   # last resort for a huge section: cut it at line ends
+        out.extend(_pack(p.splitlines(keepends=True), piece) if len(p) > limit else [p])
     return out
 
 
-def _split_lines(text, piece):
-    """Last resort for a huge section: cut at line ends."""
+def _pack(parts, piece):
+    """Join consecutive parts greedily into strings of at most ~``piece`` chars (a part
+    longer than that stays whole)."""
     out, cur, size = [], [], 0
-    for line in text.splitlines(keepends=True):
-        if cur and size + len(line) > piece:
+    for part in parts:
+        if cur and size + len(part) > piece:
             out.append("".join(cur))
             cur, size = [], 0
-        cur.append(line)
-        size += len(line)
+        cur.append(part)
+        size += len(part)
     if cur:
         out.append("".join(cur))
     return out

@@ -138,20 +138,26 @@ def _finished_tasks(d: Path) -> dict[tuple[str, str], int]:
     return out
 
 
+def remove_output(d, script: str):
+    """Remove one stage's output from the layout `d`, keep its input; return the output
+    folder (for pack_parallel.py, the data folder, where its files were)."""
+    out_dir = next(d / o for s, _, o, _ in ALL_STAGES if s == script)
+    if script == "pack_parallel.py":
+        for n in ("train.bin", "val.bin", "pack_manifest.json"):
+            (d / n).unlink()
+    else:
+        shutil.rmtree(out_dir)
+    return out_dir
+
+
 @pytest.mark.parametrize("script", [s for s, *_ in ALL_STAGES])
 def test_sigkill_then_rerun_gives_uninterrupted_bytes(script, pipeline_layout, tmp_path):
     seed = int(os.environ.get("KILL_SEED", time.time_ns() % 10_000))
     rng = random.Random(seed)
     d = tmp_path / "data"
     shutil.copytree(pipeline_layout, d)
-    out_dir = next(d / o for s, _, o, _ in ALL_STAGES if s == script)
+    out_dir = remove_output(d, script)
     reference = output_files(pipeline_layout, script)
-    # remove this stage's output, keep its input
-    if script == "pack_parallel.py":
-        for n in ("train.bin", "val.bin", "pack_manifest.json"):
-            (d / n).unlink()
-    else:
-        shutil.rmtree(out_dir)
     m = json.loads((next(pipeline_layout / o for s, _, o, _ in ALL_STAGES if s == script) /
                     ("pack_manifest.json" if script == "pack_parallel.py" else "manifest.json")).read_text())
     total = float(m["timings"]["total"])
@@ -202,13 +208,8 @@ def test_sigkill_of_the_driver_alone_leaves_no_process(script, pipeline_layout, 
     still gives the bytes of an uninterrupted run."""
     d = tmp_path / "data"
     shutil.copytree(pipeline_layout, d)
-    out_dir = next(d / o for s, _, o, _ in ALL_STAGES if s == script)
+    remove_output(d, script)
     reference = output_files(pipeline_layout, script)
-    if script == "pack_parallel.py":
-        for n in ("train.bin", "val.bin", "pack_manifest.json"):
-            (d / n).unlink()
-    else:
-        shutil.rmtree(out_dir)
     args = stage_args(d, script, "--workers", "2")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
