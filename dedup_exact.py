@@ -310,8 +310,8 @@ def largest_groups(kept: np.ndarray, n: int = 5) -> list[tuple[int, int]]:
 def shard_rows_of(units: list[Unit], offsets: np.ndarray, gidx) -> tuple[list[str], np.ndarray]:
     """Global indices -> (input shard file name, row within that shard)."""
     u, r = locate(offsets, gidx)
-    names = [Path(units[i].shard).name for i in u]
-    return names, np.array([units[i].row_start for i in u], np.int64) + r
+    names = np.array([Path(x.shard).name for x in units], dtype=object)[u].tolist()
+    return names, np.array([x.row_start for x in units], np.int64)[u] + r
 
 
 def build_report(units, offsets, dup, kept, counts, staging: Path, partitions: int) -> str:

@@ -30,12 +30,13 @@ of at most --task-mb MB of text, see dataprep/units.py):
   4. cluster     driver: union-find over the verified pairs, root = smallest index
   5. filter      one task per unit: copy the kept rows -> part-XXXXX.parquet
 
-Reruns are cheap: the signatures and band hashes are kept in the output (signatures/,
-bands/; --no-keep-signatures turns this off), keyed by what they depend on (the input's
-fingerprint, --ngram, --num-perm, --seed; the bands also --bands and --rows) and checked
-against their digests before use. A rerun with another --threshold, or another b x r
-with the same k, redoes only buckets, verification, clusters and the filter, and an
-output file whose rows do not change is reused as it is. `--sweep threshold=0.7,0.8,0.9`
+Reruns are cheap: the signatures, the band hashes and the candidate pairs are kept in
+the output (signatures/, bands/, candidates/; --no-keep-signatures turns this off), keyed
+by what they depend on (the input's fingerprint, --ngram, --num-perm, --seed; the bands
+and candidates also --bands and --rows) and checked against their digests before use. A
+rerun with another --threshold redoes only verification, clusters and the filter; one
+with another b x r and the same k also the buckets. An output file whose rows do not
+change is reused as it is. `--sweep threshold=0.7,0.8,0.9`
 prints what each threshold would remove, and the pairs that change fate between
 neighbouring values, without writing any output.
 
@@ -51,6 +52,8 @@ text is normalised and hashed in pieces, in bounded memory. Nothing is skipped.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import re
 import shutil
@@ -67,7 +70,8 @@ from dataprep import layout
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, run_tasks, save_task_result,
                                start_pool_early)
-from dataprep.kept import cover_units, load_array, replace_dir, write_index
+from dataprep.kept import (cover_units, keep_whole, load_array, load_whole, read_verified,
+                           replace_dir, write_index)
 from dataprep.kept import entry as kept_entry
 from dataprep.manifest import check_input
 from dataprep.progress import task_progress
@@ -535,31 +539,38 @@ def bucket_pairs(h: np.ndarray, all_pairs_max: int = ALL_PAIRS_MAX) -> np.ndarra
     return out
 
 
-@njit(cache=True)
-def _find(parent, x):
-    root = x
-    while parent[root] != root:
-        root = parent[root]
-    while parent[x] != root:  # path compression
-        nxt = parent[x]
-        parent[x] = root
-        x = nxt
-    return root
+def union_find(n: int, edges: np.ndarray) -> np.ndarray:
+    """Connected components of n nodes; each node's root is its component's smallest index.
 
-
-@njit(cache=True)
-def union_find(n, edges):
-    """Connected components of n nodes; each node's root is its component's smallest index."""
-    parent = np.arange(n, dtype=np.int64)
-    for t in range(edges.shape[0]):
-        ra, rb = _find(parent, edges[t, 0]), _find(parent, edges[t, 1])
-        if ra < rb:
-            parent[rb] = ra
-        elif rb < ra:
-            parent[ra] = rb
-    for x in range(n):
-        parent[x] = _find(parent, x)
-    return parent
+    In numpy, by hooking and pointer jumping: every root takes the smallest root across
+    its edges, then every node follows parents until it reaches a root; repeat until no
+    root changes. Roots only decrease and always belong to the component, so the fixed
+    point is each component's smallest index. A few rounds for real clusters; no
+    compiler to load (a rerun that reuses everything else never imports one)."""
+    out = np.arange(n, dtype=np.int64)
+    if len(edges) == 0:
+        return out
+    # only the documents on an edge take part, renumbered in order (so the smallest
+    # local index is the smallest document index)
+    nodes, local = np.unique(np.asarray(edges, dtype=np.int64), return_inverse=True)
+    local = local.reshape(-1, 2)
+    a, b = local[:, 0], local[:, 1]
+    root = np.arange(len(nodes), dtype=np.int64)
+    while True:
+        ra, rb = root[a], root[b]
+        m = np.minimum(ra, rb)
+        new = root.copy()
+        np.minimum.at(new, ra, m)
+        np.minimum.at(new, rb, m)
+        while True:   # pointer jumping: every node straight to its root
+            nxt = new[new]
+            if np.array_equal(nxt, new):
+                break
+            new = nxt
+        if np.array_equal(new, root):
+            out[nodes] = nodes[root]
+            return out
+        root = new
 
 
 # --------------------------------------------------------------------------------------
@@ -677,9 +688,9 @@ def side_store(output: Path) -> Path:
 
 
 def keep_store(work: Path, dest: Path, results: list[dict], deps_sig: dict,
-               deps_band: dict) -> dict:
-    """Move the phase's signature and band files into `dest` as two kept stores; return
-    what the manifest records (dependencies, files, bytes on disk)."""
+               deps_band: dict, band_pairs: int) -> dict:
+    """Move the signature and band files, and the candidate pairs, into `dest` as three
+    kept stores; return what the manifest records (dependencies, files, bytes on disk)."""
     dest.mkdir(parents=True, exist_ok=True)
     out = {}
     for name, d, key, deps in (("signatures", "sig", "sig", deps_sig),
@@ -688,7 +699,13 @@ def keep_store(work: Path, dest: Path, results: list[dict], deps_sig: dict,
         shutil.rmtree(target, ignore_errors=True)
         os.replace(work / d, target)
         out[name] = write_index(target, deps, [r[key] for r in results])
-    out["bytes"] = out["signatures"]["bytes"] + out["bands"]["bytes"]
+    target = dest / "candidates"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir()
+    os.replace(work / "candidates.npy", target / "pairs.npy")
+    out["candidates"] = keep_whole(target, candidate_deps(deps_band), "pairs.npy",
+                                   band_pairs=int(band_pairs))
+    out["bytes"] = sum(out[n]["bytes"] for n in ("signatures", "bands", "candidates"))
     return out
 
 
@@ -737,16 +754,26 @@ def unique_pairs(pair_files: list[Path], n_docs: int) -> np.ndarray:
     return np.stack([u // n_docs, u % n_docs], axis=1)
 
 
-def verify(pairs: np.ndarray, sigs: Signatures, threshold: float,
-           chunk: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
-    """Similarity of each candidate over all k values; returns (sims, accepted mask).
+def match_counts(pairs: np.ndarray, sigs: Signatures, chunk: int = 1 << 16) -> np.ndarray:
+    """For each candidate, at how many of the k positions its two signatures agree.
     Pairs are compared `chunk` at a time: at most 2 x chunk x k x 4 bytes of signatures
     (64 MB at k = 128) are held, however many candidates there are."""
-    sims = np.empty(len(pairs), dtype=np.float64)
+    out = np.empty(len(pairs), dtype=np.int64)
     for s in range(0, len(pairs), chunk):
         p = pairs[s:s + chunk]
-        sims[s:s + chunk] = similarity(sigs.get(p[:, 0]), sigs.get(p[:, 1]))
-    return sims, accepted(sims, threshold)
+        out[s:s + chunk] = (sigs.get(p[:, 0]) == sigs.get(p[:, 1])).sum(axis=1)
+    return out
+
+
+def verify(pairs: np.ndarray, sigs: Signatures, threshold: float, k: int,
+           matches: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Similarity of each candidate over all k values (matches / k, exactly what
+    similarity() gives); returns (sims, accepted mask, matches). Kept `matches` (a
+    rerun's) are used as they are: a new threshold needs no signature at all."""
+    if matches is None:
+        matches = match_counts(pairs, sigs)
+    sims = matches / k
+    return sims, accepted(sims, threshold), matches
 
 
 def accepted(sims: np.ndarray, threshold: float) -> np.ndarray:
@@ -792,8 +819,15 @@ def build_report(units, offsets, sigs, root, removed, kept_of, sims, cand_sims, 
                  staging: Path, config: dict) -> str:
     rep = staging / "report"
     rep.mkdir(exist_ok=True)
-    ids = fetch_rows(units, offsets, removed, "id")
-    kept_ids = fetch_rows(units, offsets, kept_of, "id")
+    # every id and text the report shows, fetched at once (one read per row group)
+    clusters_ = largest_clusters(root)
+    members_of = [np.nonzero(root == k)[0][:3] for k, _ in clusters_]
+    ex_n = min(5, len(removed))
+    shown = np.concatenate([*members_of, removed[:ex_n]]).astype(np.int64)
+    got_ids = fetch_rows(units, offsets, np.concatenate([removed, kept_of, shown]), "id")
+    ids, kept_ids = got_ids[:len(removed)], got_ids[len(removed):2 * len(removed)]
+    shown_ids = got_ids[2 * len(removed):]
+    shown_text = fetch_rows(units, offsets, shown, "text")
     size = np.bincount(root, minlength=len(root))
     s, r = shard_rows_of(units, offsets, removed)
     ks, kr = shard_rows_of(units, offsets, kept_of)
@@ -804,12 +838,12 @@ def build_report(units, offsets, sigs, root, removed, kept_of, sims, cand_sims, 
         "kept_shard": pa.array(ks, pa.string()), "kept_row": pa.array(kr, pa.int64()),
         "cluster_size": pa.array(size[kept_of], pa.int64())}))
 
-    clusters_ = largest_clusters(root)
     lines, md_clusters, js_clusters = [], [], []
-    for rank, (k, sz) in enumerate(clusters_, 1):
-        members = np.nonzero(root == k)[0][:3]
-        texts = fetch_rows(units, offsets, members, "text")
-        mids = fetch_rows(units, offsets, members, "id")
+    at = 0
+    for rank, ((k, sz), members) in enumerate(zip(clusters_, members_of), 1):
+        texts = shown_text[at:at + len(members)]
+        mids = shown_ids[at:at + len(members)]
+        at += len(members)
         msims = similarity(sigs.get(members), sigs.get([k] * len(members)))
         lines.append(f"cluster {rank}: {sz} documents, kept {mids[0]}")
         entry = {"kept_id": mids[0], "size": sz, "members": []}
@@ -836,8 +870,7 @@ def build_report(units, offsets, sigs, root, removed, kept_of, sims, cand_sims, 
     text = table(head, rows) + "\n\n" + table(["LSH " + f"b={config['bands']} r={config['rows']}", "count"], lsh)
     if lines:
         text += "\n\nlargest clusters:\n" + "\n".join(lines)
-    ex_n = min(5, len(removed))
-    ex_text = fetch_rows(units, offsets, removed[:ex_n], "text")
+    ex_text = shown_text[at:]
     examples = [{"id": ids[i], "kept_id": kept_ids[i], "similarity": round(float(sims[i]), 4),
                  "text": snippet(ex_text[i])} for i in range(ex_n)]
     md = "# dedup_minhash\n\n" + markdown_table(head, rows) + "\n\n" + markdown_table(["LSH", "count"], lsh)
@@ -967,9 +1000,43 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def signature_phase(run_parallel, units, offsets, args, staging: Path, sig_src, band_src
-                    ) -> list[dict]:
-    # when every unit's signatures are kept, the tasks only check digests and link files
+def link_kept(units: list[Unit], sig_src: list, band_src: list, work: Path) -> list[dict] | None:
+    """When every unit's signatures and band hashes are kept (whole files), check their
+    digests and hard-link them into _work/: the signature phase's results, made in this
+    process in milliseconds per unit. None if any file fails its check (the phase then
+    runs its tasks, which recompute what failed)."""
+    if not (all(sig_src) and all(band_src)):
+        return None
+    for d in ("sig", "band"):
+        (work / d).mkdir(parents=True, exist_ok=True)
+    results = []
+    for rank, u in enumerate(units):
+        linked = {}
+        for key, sources in (("sig", sig_src[rank]), ("band", band_src[rank])):
+            pieces = sources[0]
+            if len(pieces) != 1 or not pieces[0]["whole"] or read_verified(pieces[0]) is None:
+                return None
+            dst = work / key / f"{rank:05d}.npy"
+            _save_or_link(None, pieces, dst)
+            p = pieces[0]
+            linked[key] = {"name": dst.name, "shard": Path(u.shard).name,
+                           "row_start": u.row_start, "rows": u.rows, "size": p["size"],
+                           "xxh3_128": p["xxh3_128"], **p["extra"]}
+        extra = linked["sig"]
+        results.append({"docs": u.rows, "bytes": extra["bytes"], "short": extra["short"],
+                        "signatures_reused": True, "bands_reused": True, "notes": [],
+                        **linked})
+    return results
+
+
+def signature_phase(run_parallel, units, offsets, args, staging: Path, sig_src, band_src,
+                    timed=None) -> list[dict]:
+    """Phase 1. When everything is kept, the driver only checks digests and links files
+    (timed: the stage's phase timer); otherwise one task per unit."""
+    with (timed or contextlib.nullcontext)("signatures"):
+        got = link_kept(units, sig_src, band_src, staging / WORK)
+    if got is not None:
+        return got
     reused = all(sig_src) and all(band_src)
     run_parallel("signatures", signature_task, len(units), args, inline=reused,
                  total_docs=int(offsets[-1]), total_bytes=sum(u.text_bytes for u in units),
@@ -979,17 +1046,58 @@ def signature_phase(run_parallel, units, offsets, args, staging: Path, sig_src, 
     return load_task_results(staging, "signatures", len(units))
 
 
-def candidates(run_parallel, units, offsets, args, staging: Path) -> tuple[np.ndarray, int]:
-    """Phase 2 and the unique candidate pairs: (pairs, band collisions)."""
+def candidate_deps(deps_band: dict) -> dict:
+    """What the candidates and their match counts depend on: the signatures and band
+    hashes, and how a bucket is read."""
+    return {**deps_band, "all_pairs_max": ALL_PAIRS_MAX}
+
+
+def kept_candidates(output: Path, deps: dict) -> tuple[np.ndarray | None, int, list[str]]:
+    """Candidates kept by an earlier run (the output's, then a sweep's side store) for
+    exactly these band hashes and signatures: (rows of [doc a, doc b, matching positions],
+    band collisions, notes); (None, 0, notes) if none."""
+    notes = []
+    for where in (output, side_store(output)):
+        data, extra, why = load_whole(where / "candidates", deps)
+        if data is not None:
+            kept = np.load(io.BytesIO(data))
+            if kept.ndim == 2 and kept.shape[1] == 3 and "band_pairs" in extra:
+                notes.append(f"candidates and their similarities reused from "
+                             f"{where / 'candidates'}: buckets and verification skipped")
+                return kept, int(extra["band_pairs"]), notes
+            why = "not a candidate list"
+        if why != "none kept":
+            notes.append(f"kept candidates in {where / 'candidates'} not used: {why}")
+    return None, 0, notes
+
+
+def keep_candidates(work: Path, pairs: np.ndarray, matches: np.ndarray) -> None:
+    """Leave the verified candidates in _work/candidates.npy, for keep_store."""
+    small = len(pairs) == 0 or int(pairs.max()) < 2**31   # 12 bytes a candidate, not 24
+    save_npy(work / "candidates.npy",
+             np.column_stack([pairs, matches]).astype(np.int32 if small else np.int64))
+
+
+def candidates(run_parallel, units, offsets, args, staging: Path, output: Path,
+               deps: dict) -> tuple[np.ndarray, int, np.ndarray | None]:
+    """Phase 2 and the unique candidate pairs: (pairs, band collisions, their kept match
+    counts or None). Candidates and their similarities depend only on the signatures and
+    band hashes, so those kept for the same ones are reused: no buckets, no verification."""
+    work = staging / WORK
+    kept, band_pairs, notes = kept_candidates(output, deps)
+    for line in notes:
+        print(line, file=sys.stderr)
+    if kept is not None:
+        kept = kept.astype(np.int64)
+        return np.ascontiguousarray(kept[:, :2]), band_pairs, kept[:, 2].copy()
     # sorting b arrays of 8 bytes per document: far less than a second per million
     # documents, so a worker pool would cost more than the work below a few million
-    run_parallel("buckets", bucket_task, args.bands, args, units=len(units), staging=str(staging),
-                 inline=int(offsets[-1]) < 4_000_000)
+    run_parallel("buckets", bucket_task, args.bands, args, units=len(units),
+                 staging=str(staging), inline=int(offsets[-1]) < 4_000_000)
     band_pairs = sum(r["pairs"] for r in load_task_results(staging, "buckets", args.bands))
-    work = staging / WORK
     pairs = unique_pairs([work / "pairs" / f"{j:03d}.npy" for j in range(args.bands)],
                          int(offsets[-1]))
-    return pairs, band_pairs
+    return pairs, band_pairs, None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1024,12 +1132,15 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr)
     staging, work = run.staging, run.staging / WORK
 
-    sig_results = signature_phase(run.parallel, units, offsets, args, staging, sig_src, band_src)
-    pairs, band_pairs = candidates(run.parallel, units, offsets, args, staging)
+    sig_results = signature_phase(run.parallel, units, offsets, args, staging, sig_src, band_src,
+                                  run.phase)
+    pairs, band_pairs, matches = candidates(run.parallel, units, offsets, args, staging, out,
+                                            candidate_deps(deps_band))
 
     with run.phase("verify"):
         sigs = Signatures(work / "sig", len(units), offsets)
-        sims, ok = verify(pairs, sigs, args.threshold)
+        sims, ok, matches = verify(pairs, sigs, args.threshold, args.num_perm, matches)
+        keep_candidates(work, pairs, matches)
 
     with run.phase("cluster"):
         root, removed, kept_of = clusters(n_docs, pairs, ok)
@@ -1054,7 +1165,7 @@ def main(argv: list[str] | None = None) -> int:
     kept = {"tasks_reused": sum(r["signatures_reused"] for r in sig_results),
             "tasks": len(units), "notes": [n for r in sig_results for n in r["notes"]]}
     if not args.no_keep_signatures:
-        kept.update(keep_store(work, staging, sig_results, deps_sig, deps_band))
+        kept.update(keep_store(work, staging, sig_results, deps_sig, deps_band, band_pairs))
     kept["output_files_reused"] = sum(bool(r.get("reused")) for r in records)
     shutil.rmtree(work, ignore_errors=True)
     carry_sweep_reports(out, staging)
@@ -1075,7 +1186,7 @@ def kept_line(kept: dict, n_docs: int) -> str:
         return reuse + "; signatures not kept (--no-keep-signatures)"
     per_doc = kept["bytes"] / n_docs if n_docs else 0
     return (f"{reuse}; kept signatures and band hashes: {human_bytes(kept['bytes'])} "
-            f"({per_doc:.0f} bytes per document) in signatures/ and bands/")
+            f"({per_doc:.0f} bytes per document) in signatures/, bands/ and candidates/")
 
 
 def carry_sweep_reports(output: Path, staging: Path) -> None:
@@ -1104,8 +1215,11 @@ def run_sweep(args, thresholds: list[float], units, offsets, sig_src, band_src, 
 
     t0 = time.time()
     sig_results = signature_phase(parallel, units, offsets, args, work_root, sig_src, band_src)
-    pairs, _ = candidates(parallel, units, offsets, args, work_root)
-    sims, _ = verify(pairs, Signatures(work_root / WORK / "sig", len(units), offsets), 1.0)
+    pairs, band_pairs, matches = candidates(parallel, units, offsets, args, work_root, out,
+                                            candidate_deps(deps_band))
+    sims, _, matches = verify(pairs, Signatures(work_root / WORK / "sig", len(units), offsets),
+                              1.0, args.num_perm, matches)
+    keep_candidates(work_root / WORK, pairs, matches)
     text, data = sweep(int(offsets[-1]), pairs, sims, thresholds, units, offsets)
     md = data.pop("markdown")
     data["seconds"] = round(time.time() - t0, 3)
@@ -1116,7 +1230,7 @@ def run_sweep(args, thresholds: list[float], units, offsets, sig_src, band_src, 
     save_report(out / "report", "sweep", data, md)
     if data["signatures_reused"] < len(units):
         tmp = work_root / "_kept"
-        keep_store(work_root / WORK, tmp, sig_results, deps_sig, deps_band)
+        keep_store(work_root / WORK, tmp, sig_results, deps_sig, deps_band, band_pairs)
         replace_dir(tmp, side_store(out))
     shutil.rmtree(work_root, ignore_errors=True)
     print(text)

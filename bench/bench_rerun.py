@@ -8,9 +8,12 @@ documents and times them around the command:
 
 - clean.py, then clean.py --min-chars 250 (signals kept by the first run are reused:
   no cheap signal and almost no language ID is measured again);
-- dedup_exact.py once (its output is dedup_minhash's input);
-- dedup_minhash.py, then dedup_minhash.py --threshold 0.85 (signatures and band hashes
-  reused; output files whose rows do not change are reused as they are).
+- dedup_minhash.py, then dedup_minhash.py --threshold 0.85 (signatures, band hashes,
+  candidates and their similarities reused; output files whose rows do not change are
+  reused as they are). It reads the same corpus as clean.py (download_data's output),
+  so that both stages are measured on a corpus of the stated size: in the pipeline it
+  reads dedup_exact's output, which on this technical corpus is a third of it (clean's
+  language filter removes half), while on web text it is most of it.
 
 Each rerun's output is checked to be byte-identical to a fresh run with the new value
 (the check is not timed). Targets (issue 11): a clean rerun takes at most 10% of the first
@@ -52,6 +55,28 @@ def _files(out: Path) -> dict:
     return {f["name"]: f["xxh3_128"] for f in m["files"]}
 
 
+def io_floor(inp: Path, out: Path, workers: int) -> float:
+    """Seconds no rerun that writes its output can beat: read every input shard and
+    write every output shard again with the suite's writer, spread evenly over the
+    workers (no Python start-up, no task overhead, no logic)."""
+    import pyarrow.parquet as pq
+    from dataprep.shards import ShardWriter
+
+    t0 = time.time()
+    for f in sorted(inp.glob("*.parquet")):
+        pq.read_table(f, use_threads=False)
+    spent = time.time() - t0
+    with tempfile.TemporaryDirectory() as td:
+        for f in sorted(out.glob("*.parquet")):
+            table = pq.read_table(f, use_threads=False)
+            t0 = time.time()
+            w = ShardWriter(Path(td) / f.name, table.schema)
+            w.write(table)
+            w.close()
+            spent += time.time() - t0
+    return spent / workers
+
+
 def run(corpus_texts: list[str], quick: bool = False) -> dict:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -71,27 +96,35 @@ def run(corpus_texts: list[str], quick: bool = False) -> dict:
              "--no-keep-signals")
         same_clean = _files(d / "cleaned") == _files(d / "fresh")
         shutil.rmtree(d / "fresh")
-        _run("dedup_exact.py", "--input", d / "cleaned", "--output", d / "dedup_exact")
-        t["dedup_minhash"] = _run("dedup_minhash.py", "--input", d / "dedup_exact",
+        workers = os.cpu_count() or 1
+        floor = {"clean": io_floor(d / "raw", d / "cleaned", workers)}
+        t["dedup_minhash"] = _run("dedup_minhash.py", "--input", d / "raw",
                                   "--output", d / "dedup")
-        t["dedup_minhash rerun"] = _run("dedup_minhash.py", "--input", d / "dedup_exact",
+        t["dedup_minhash rerun"] = _run("dedup_minhash.py", "--input", d / "raw",
                                         "--output", d / "dedup", "--threshold", "0.85")
-        _run("dedup_minhash.py", "--input", d / "dedup_exact", "--output", d / "fresh",
+        _run("dedup_minhash.py", "--input", d / "raw", "--output", d / "fresh",
              "--threshold", "0.85", "--no-keep-signatures")
         same_mh = _files(d / "dedup") == _files(d / "fresh")
+        floor["dedup_minhash"] = io_floor(d / "raw", d / "dedup", workers)
         cm = json.loads((d / "cleaned" / "manifest.json").read_text())
         mm = json.loads((d / "dedup" / "manifest.json").read_text())
         docs_c, docs_m = cm["counts"]["docs_in"], mm["counts"]["docs_in"]
         disk = {"clean_signals_bytes_per_doc": round(cm["signals"]["bytes"] / docs_c, 1),
-                "minhash_kept_bytes_per_doc": round(mm["kept"]["bytes"] / docs_m, 1)}
+                "minhash_kept_bytes_per_doc": round(mm["kept"]["bytes"] / docs_m, 1),
+                # what no rerun can skip: its output, rewritten (MB of text)
+                "rerun_output_mb": {"clean": round(cm["counts"]["bytes_out"] / 1e6, 1),
+                                    "dedup_minhash": round(mm["counts"]["bytes_out"] / 1e6, 1)},
+                "dedup_minhash_rerun_phases_s": mm["timings"]}
     rows = []
     for stage in ("clean", "dedup_minhash"):
         ratio = t[f"{stage} rerun"] / t[stage]
-        rows.append({"name": f"{stage}: first run {t[stage]:.1f} s, rerun {t[stage + ' rerun']:.1f} s",
+        rows.append({"name": f"{stage}: first run {t[stage]:.1f} s, rerun {t[stage + ' rerun']:.1f} s "
+                             f"(reading the input and writing the output alone: {floor[stage]:.1f} s)",
                      "mb_per_s_per_core": None, "ratio": ratio,
                      "target": f"<= {TARGETS[stage]:.0%} of the first run",
                      "ok": ratio <= TARGETS[stage] and (same_clean if stage == "clean" else same_mh)})
     return {"rows": rows, "seconds": t, "mb": mb, "docs": len(corpus_texts),
+            "io_floor_s": {k: round(v, 2) for k, v in floor.items()},
             "identical_to_fresh": {"clean": same_clean, "dedup_minhash": same_mh}, **disk}
 
 

@@ -172,8 +172,19 @@ def _stage_pool(workers: int, start_method: str):
 
     if _POOL.get("workers") != workers:
         close_pool()
-        _POOL.update(workers=workers, pool=multiprocess.get_context(start_method).Pool(workers))
+        _POOL.update(workers=workers, pool=multiprocess.get_context(start_method).Pool(
+            workers, initializer=_warm_worker))
     return _POOL["pool"]
+
+
+def _warm_worker() -> None:
+    """Arrow's first conversion to or from numpy imports pandas (~0.3 s). A new worker
+    does it at once, while the driver is still planning the stage, rather than in its
+    first task."""
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        pass
 
 
 def close_pool() -> None:
@@ -389,7 +400,7 @@ def save_task_result(folder: str | os.PathLike, phase: str, rank: int, result: d
 
     d = Path(folder) / RESULTS_DIR / phase
     d.mkdir(parents=True, exist_ok=True)
-    write_json(d / f"{rank:05d}.json", result)
+    write_json(d / f"{rank:05d}.json", result, indent=None)
 
 
 def load_task_results(folder: str | os.PathLike, phase: str, tasks: int) -> list[dict]:

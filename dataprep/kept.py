@@ -167,6 +167,30 @@ def write_index(folder: str | os.PathLike, depends_on: dict, entries: list[dict]
             "index_xxh3_128": file_record(index_path(folder))["xxh3_128"]}
 
 
+def keep_whole(folder: str | os.PathLike, depends_on: dict, name: str, **extra) -> dict:
+    """Index a store of one file describing the whole input (not one per unit), e.g.
+    dedup_minhash's candidate pairs; `extra`: counts kept with it."""
+    e = entry(Path(folder) / name, "", 0, 0, **extra)
+    return write_index(folder, depends_on, [e])
+
+
+def load_whole(folder: str | os.PathLike, depends_on: dict) -> tuple[bytes | None, dict, str]:
+    """The file of a keep_whole store made for `depends_on`, when its digest checks out:
+    (bytes, its extra counts, ""); else (None, {}, why)."""
+    store, why = KeptStore.open(folder, depends_on)
+    if store is None:
+        return None, {}, why
+    if len(store.by_shard.get("", [])) != 1:
+        return None, {}, "not a one-file store"
+    e = store.by_shard[""][0]
+    data = read_verified({"path": str(Path(folder) / e["name"]), "size": e["size"],
+                          "xxh3_128": e["xxh3_128"]})
+    if data is None:
+        return None, {}, f"{e['name']}: digest mismatch"
+    return data, {k: v for k, v in e.items() if k not in (
+        "name", "shard", "row_start", "rows", "size", "xxh3_128")}, ""
+
+
 def replace_dir(src: Path, dst: Path) -> None:
     """Put folder src at dst, dropping what dst held (used for stores outside an output)."""
     old = dst.with_name(dst.name + ".old")

@@ -148,30 +148,33 @@ def locate(offsets: np.ndarray, gidx) -> tuple[np.ndarray, np.ndarray]:
 
 def fetch_rows(units: list[Unit], offsets: np.ndarray, gidx, column: str) -> list:
     """Values of `column` at the given global indices, reading only the row groups that
-    hold them (a report's few examples never load a whole shard)."""
+    hold them (a report's few examples never load a whole shard): each shard's footer
+    once, each row group once."""
     gidx = np.asarray(gidx, dtype=np.int64)
     out: list = [None] * len(gidx)
     if len(gidx) == 0:
         return out
     unit, local = locate(offsets, gidx)
-    wanted: dict[tuple[str, int], list[tuple[int, int]]] = {}
-    starts: dict[str, np.ndarray] = {}
-    for i, (u, r) in enumerate(zip(unit, local)):
-        shard = units[u].shard
-        if shard not in starts:
-            rows, _ = _row_group_sizes(Path(shard))
-            starts[shard] = np.concatenate([[0], np.cumsum(rows)])
-        row = units[u].row_start + int(r)
-        rg = int(np.searchsorted(starts[shard], row, side="right")) - 1
-        wanted.setdefault((shard, rg), []).append((i, row - int(starts[shard][rg])))
-    for (shard, rg), items in wanted.items():
+    row = np.array([u.row_start for u in units], np.int64)[unit] + local
+    shard_ids = {}
+    shard_of = np.array([shard_ids.setdefault(u.shard, len(shard_ids)) for u in units])[unit]
+    for shard, sid in shard_ids.items():
+        at = np.flatnonzero(shard_of == sid)
+        if len(at) == 0:
+            continue
         pf = open_shard(shard)
-        try:
-            col = pf.read_row_group(rg, columns=[column]).column(column)
+        md = pf.metadata
+        starts = np.cumsum([0] + [md.row_group(i).num_rows for i in range(md.num_row_groups)])
+        rg = np.searchsorted(starts, row[at], side="right") - 1
+        groups = np.unique(rg)
+        try:   # the needed row groups, one after another in one table
+            col = pf.read_row_groups(groups.tolist(), columns=[column]).column(column)
         except (pa.ArrowException, OSError) as e:
             raise StageError(f"{shard}: corrupt parquet data ({_first_line(e)})") from None
-        vals = col.take(pa.array([r for _, r in items], pa.int64())).to_pylist()
-        for (i, _), v in zip(items, vals):
+        sizes = starts[groups + 1] - starts[groups]
+        begin = np.concatenate([[0], np.cumsum(sizes)[:-1]])   # where each group starts in col
+        pos = begin[np.searchsorted(groups, rg)] + (row[at] - starts[rg])
+        for i, v in zip(at.tolist(), col.take(pa.array(pos, pa.int64())).to_pylist()):
             out[i] = v
     return out
 

@@ -149,6 +149,29 @@ def test_union_find_root_is_smallest_index():
     assert root.tolist() == [0, 1, 2, 3, 4, 3, 6, 7, 7, 3]
 
 
+def _components_reference(n, edges):
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            x = parent[x]
+        return x
+    for u, v in edges.tolist():
+        ru, rv = find(u), find(v)
+        parent[max(ru, rv)] = min(ru, rv)
+    return [find(x) for x in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_union_find_matches_a_plain_union_find(seed):
+    rng = np.random.default_rng(seed)
+    n = 2000
+    edges = rng.integers(0, n, size=(int(rng.integers(1, 3000)), 2))
+    chain = np.stack([np.arange(n - 1, 1000, -1), np.arange(n - 2, 999, -1)], axis=1)
+    edges = np.concatenate([edges, chain])   # a long chain, listed from its far end
+    assert dm.union_find(n, edges).tolist() == _components_reference(n, edges)
+
+
 def test_band_hashes_and_candidate_probability():
     sig = dm.MinHasher().signatures(["the same text here", "the same text here", "something else"])
     h = dm.band_hashes(sig, 16, 8)

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -288,7 +289,7 @@ def test_minhash_rerun_reuses_signatures_and_equals_fresh(dedup_first, tmp_path,
 def test_minhash_kept_files_cost_and_keys(dedup_first):
     m = json.loads((dedup_first / "dedup" / "manifest.json").read_text())
     k = m["kept"]
-    on_disk = sum(p.stat().st_size for n in ("signatures", "bands")
+    on_disk = sum(p.stat().st_size for n in ("signatures", "bands", "candidates")
                   for p in (dedup_first / "dedup" / n).iterdir())
     assert k["bytes"] == on_disk
     deps = k["signatures"]["depends_on"]
@@ -296,6 +297,30 @@ def test_minhash_kept_files_cost_and_keys(dedup_first):
     assert deps == {"version": 1, "input_fingerprint": up["output_fingerprint"], "ngram": 5,
                     "num_perm": 128, "seed": 1}
     assert k["bands"]["depends_on"] == {**deps, "bands": 16, "rows": 8}
+    assert k["candidates"]["depends_on"] == {**deps, "bands": 16, "rows": 8, "all_pairs_max": 64}
+    # the kept candidates are the run's: every candidate pair, with its matching positions
+    kept = np.load(dedup_first / "dedup" / "candidates" / "pairs.npy")
+    assert kept.shape == (m["counts"]["candidates"], 3) and (kept[:, 0] < kept[:, 1]).all()
+    rejected = int((kept[:, 2] / 128 < 0.8 - 1e-12).sum())
+    assert rejected == m["counts"]["candidates_rejected"]
+
+
+def test_minhash_rerun_reuses_candidates_unless_they_do_not_fit(dedup_first, tmp_path):
+    d = _copy(dedup_first, tmp_path)
+    cp = _minhash(d, "dedup", "--threshold", "0.75")
+    assert "buckets and verification skipped" in cp.stderr
+    assert "buckets" not in json.loads((d / "dedup" / "manifest.json").read_text())["timings"]
+    # a corrupt candidates file is not used: recomputed, and the output is still exact
+    f = d / "dedup" / "candidates" / "pairs.npy"
+    f.write_bytes(f.read_bytes()[:-12])
+    cp = _minhash(d, "dedup", "--threshold", "0.85")
+    assert "kept candidates" in cp.stderr and "digest mismatch" in cp.stderr
+    _minhash(d, "fresh", "--threshold", "0.85", "--no-keep-signatures")
+    assert _mh_outputs(d / "dedup") == _mh_outputs(d / "fresh")
+    # another b x r: the kept candidates were made from other bands
+    cp = _minhash(d, "dedup", "--bands", "32", "--rows", "4")
+    assert any(line.startswith("kept candidates") and "made for another bands, rows" in line
+               for line in cp.stderr.splitlines())
 
 
 def test_minhash_bad_signature_files_are_recomputed(dedup_first, tmp_path):
