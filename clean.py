@@ -81,7 +81,8 @@ from dataprep.kept import entry as kept_entry
 from dataprep.manifest import check_input
 from dataprep.progress import task_progress
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
-from dataprep.shards import ShardWriter, file_record, list_shards, open_shard, write_table
+from dataprep.shards import (ShardWriter, file_record, link_or_copy, list_shards, open_shard,
+                             write_table)
 from dataprep.stage import StageRun
 from dataprep.units import Unit, describe, plan_units, read_unit
 
@@ -414,10 +415,20 @@ HIST_BINS = {
 }
 
 
-def histogram(name: str, values: np.ndarray) -> np.ndarray:
-    """Counts in HIST_BINS[name]; values past the last edge count in the last bin."""
+def histogram(name: str, values: np.ndarray, group: np.ndarray | None = None,
+              groups: int = 1) -> np.ndarray:
+    """Counts in HIST_BINS[name], np.histogram's bins (each [left, right), the last one
+    closed); values past the last edge count in the last bin, NaN in none. With `group`
+    (an int per value, < groups): one row of counts per group, in one pass."""
     edges = HIST_BINS[name]
-    return np.histogram(np.clip(values, edges[0], edges[-1]), edges)[0]
+    v = np.clip(np.asarray(values, dtype=np.float64), edges[0], edges[-1])
+    ok = ~np.isnan(v)
+    nb = len(edges) - 1
+    idx = np.minimum(np.searchsorted(edges, v[ok], side="right") - 1, nb - 1)
+    if group is not None:
+        idx = idx + np.asarray(group)[ok].astype(np.int64) * nb
+    counts = np.bincount(idx, minlength=groups * nb)
+    return counts if group is None else counts.reshape(groups, nb)
 
 
 def cheap_outcomes(th: Thresholds, sig: Signals) -> np.ndarray:
@@ -507,10 +518,11 @@ def thresholds_from(d: dict) -> Thresholds:
     return Thresholds(**{**d, "languages": tuple(d["languages"])})
 
 
-def load_kept(sources: list[list[dict]], rows: int) -> tuple[Signals | None, list[str]]:
+def load_kept(sources: list[list[dict]], rows: int
+              ) -> tuple[Signals | None, list[str], list[list[dict]]]:
     """The unit's kept signals, merged from every store that covers it and passes its
-    digest check; (None, notes) when none does."""
-    sig, notes = None, []
+    digest check, with the pieces of each store used; (None, notes, []) when none does."""
+    sig, notes, used = None, [], []
     for pieces in sources:
         got = verified_parts(pieces, notes)
         if got is None:
@@ -521,11 +533,12 @@ def load_kept(sources: list[list[dict]], rows: int) -> tuple[Signals | None, lis
         if len(got) != rows:
             notes.append(f"kept signals cover {len(got)} rows, not {rows}: recomputed")
             continue
+        used.append(pieces)
         if sig is None:
             sig = got
         else:
             sig.fill_from(got)
-    return sig, notes
+    return sig, notes, used
 
 
 class Tally:
@@ -546,8 +559,7 @@ class Tally:
         that reached language ID (the others are counted as removed before it)."""
         for name, values in (("chars", sig.chars), ("dup_line_share", sig.dup),
                              ("longest_run", sig.run), ("alnum_share", sig.alnum)):
-            for o in range(KEPT + 1):
-                self.hist[name][o] += histogram(name, values[code == o])
+            self.hist[name] += histogram(name, values, code, KEPT + 1)
         reached = np.flatnonzero(code >= LANG)
         langs, confs = lang_decisions(th, sig, lid, reached)
         if len(reached):   # language -> [documents, kept], in order of first appearance
@@ -559,8 +571,7 @@ class Tally:
                 c = self.langs.setdefault(str(names[k]), [0, 0])
                 c[0] += int(docs[k])
                 c[1] += int(kept[k])
-        for o in (LANG, KEPT):
-            self.hist["lang_conf"][o] += histogram("lang_conf", confs[code[reached] == o])
+        self.hist["lang_conf"] += histogram("lang_conf", confs, code[reached], KEPT + 1)
 
     def to_dict(self, with_alone: bool) -> dict:
         d = {"removed": self.removed, "examples": self.examples, "docs_out": self.docs_out,
@@ -585,7 +596,7 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
     unit = Unit(**units[rank])
     ths = [thresholds_from(c) for c in configs]
     model = LazyLid(lid_model)
-    kept, notes = load_kept(sources[rank], unit.rows)
+    kept, notes, kept_from = load_kept(sources[rank], unit.rows)
     kept_calls = kept.lid_calls() if kept is not None else 0
     tallies = [Tally() for _ in ths]
     fate: list[list] = [[] for _ in pairs]
@@ -649,10 +660,13 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
     if writer is not None:
         res["file"] = writer.close()
     if signals_dir:
-        sig = _concat_signals(sig_parts)
         path = Path(signals_dir) / unit.name
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_table(path, sig.to_table())
+        one = kept_from[0] if len(kept_from) == 1 and len(kept_from[0]) == 1 else None
+        if made == 0 and one and one[0]["whole"]:
+            link_or_copy(one[0]["path"], path)   # nothing new measured: the same bytes
+        else:
+            write_table(path, _concat_signals(sig_parts).to_table())
         res["signals"] = kept_entry(path, unit.shard, unit.row_start, unit.rows)
     save_task_result(staging, "clean", rank, res)
 

@@ -52,6 +52,7 @@ text is normalised and hashed in pieces, in bounded memory. Nothing is skipped.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import io
 import os
@@ -76,7 +77,7 @@ from dataprep.kept import entry as kept_entry
 from dataprep.manifest import check_input
 from dataprep.progress import task_progress
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
-from dataprep.shards import list_shards, write_table
+from dataprep.shards import link_or_copy, list_shards, write_table
 from dataprep.stage import StageRun
 from dataprep.units import Unit, describe, fetch_rows, locate, plan_units, read_unit, unit_offsets
 from dedup_exact import filter_phase, normalise, save_npy, shard_rows_of, snippet
@@ -594,13 +595,7 @@ def band_deps(sig_deps: dict, bands: int, rows: int) -> dict:
 def _save_or_link(arr: np.ndarray, pieces: list[dict], dst: Path) -> None:
     """Write a reused array into the staging folder; a whole kept file is hard-linked."""
     if len(pieces) == 1 and pieces[0]["whole"]:
-        tmp = dst.with_name(dst.name + ".tmp.npy")
-        tmp.unlink(missing_ok=True)
-        try:
-            os.link(pieces[0]["path"], tmp)
-        except OSError:
-            shutil.copyfile(pieces[0]["path"], tmp)
-        os.replace(tmp, dst)
+        link_or_copy(pieces[0]["path"], dst)
     else:
         save_npy(dst, arr)
 
@@ -815,11 +810,13 @@ def cluster_size_counts(kept_of: np.ndarray) -> dict[str, int]:
     return {str(int(s)): int(k) for s, k in zip(sizes, n)}
 
 
-def build_report(units, offsets, sigs, root, removed, kept_of, sims, cand_sims, counts,
-                 staging: Path, config: dict) -> str:
+def report_rows(units, offsets, sigs, root, removed, kept_of, sims, staging: Path) -> dict:
+    """What the report shows from the input: report/removed.parquet (every removed
+    document, its cluster's kept one and their similarity) and the ids and texts of the
+    largest clusters and of a few removed documents, each row group read once. It needs
+    only the clusters, so main() runs it while the filter tasks write the output."""
     rep = staging / "report"
     rep.mkdir(exist_ok=True)
-    # every id and text the report shows, fetched at once (one read per row group)
     clusters_ = largest_clusters(root)
     members_of = [np.nonzero(root == k)[0][:3] for k, _ in clusters_]
     ex_n = min(5, len(removed))
@@ -854,7 +851,19 @@ def build_report(units, offsets, sigs, root, removed, kept_of, sims, cand_sims, 
                                      "text": (t or "")[:CLUSTER_EXAMPLE_CHARS]})
         js_clusters.append(entry)
         md_clusters.append([mids[0], sz, snippet(texts[0], 100)])
+    ex_text = shown_text[at:]
+    examples = [{"id": ids[i], "kept_id": kept_ids[i], "similarity": round(float(sims[i]), 4),
+                 "text": snippet(ex_text[i])} for i in range(ex_n)]
+    return {"lines": lines, "md_clusters": md_clusters, "js_clusters": js_clusters,
+            "examples": examples, "cluster_sizes": cluster_size_counts(kept_of)}
 
+
+def build_report(shown: dict, cand_sims, counts, staging: Path, config: dict) -> str:
+    """The stage's tables (text, report/dedup_minhash_stats.{json,md}) from the counts and
+    report_rows()' examples."""
+    rep = staging / "report"
+    lines, md_clusters, js_clusters = shown["lines"], shown["md_clusters"], shown["js_clusters"]
+    examples = shown["examples"]
     c = counts
     rows = [["documents", c["docs_in"], c["docs_out"], pct(c["docs_out"], c["docs_in"])],
             ["bytes", human_bytes(c["bytes_in"]), human_bytes(c["bytes_out"]),
@@ -870,9 +879,6 @@ def build_report(units, offsets, sigs, root, removed, kept_of, sims, cand_sims, 
     text = table(head, rows) + "\n\n" + table(["LSH " + f"b={config['bands']} r={config['rows']}", "count"], lsh)
     if lines:
         text += "\n\nlargest clusters:\n" + "\n".join(lines)
-    ex_text = shown_text[at:]
-    examples = [{"id": ids[i], "kept_id": kept_ids[i], "similarity": round(float(sims[i]), 4),
-                 "text": snippet(ex_text[i])} for i in range(ex_n)]
     md = "# dedup_minhash\n\n" + markdown_table(head, rows) + "\n\n" + markdown_table(["LSH", "count"], lsh)
     if md_clusters:
         md += "\n\n## Largest clusters\n\n" + markdown_table(["kept id", "documents", "text"], md_clusters)
@@ -883,7 +889,7 @@ def build_report(units, offsets, sigs, root, removed, kept_of, sims, cand_sims, 
     hist = np.histogram(np.clip(cand_sims, 0, 1), SIM_BINS)[0].tolist() if len(cand_sims) else []
     save_report(rep, "dedup_minhash_stats", {
         **c, "config": config, "largest_clusters": js_clusters, "examples": examples,
-        "cluster_sizes": cluster_size_counts(kept_of),
+        "cluster_sizes": shown["cluster_sizes"],
         "candidate_similarity": {"bins": SIM_BINS.tolist(), "counts": hist,
                                  "threshold": config["threshold"]}}, md)
     return text
@@ -1147,20 +1153,23 @@ def main(argv: list[str] | None = None) -> int:
         removed_sims = similarity(sigs.get(removed), sigs.get(kept_of)) if len(removed) else np.zeros(0)
         save_npy(work / "removed.npy", removed)
 
-    records = filter_phase(run, args, units, offsets, "removed.npy")
-
-    counts = {
-        "docs_in": n_docs, "docs_out": sum(r["rows"] for r in records),
-        "bytes_in": sum(r["bytes"] for r in sig_results),
-        "bytes_out": sum(r["text_bytes"] for r in records),
-        "removed": {"near_duplicate": int(len(removed))},
-        "band_pairs": int(band_pairs), "candidates": int(len(pairs)),
-        "candidates_rejected": int((~ok).sum()), "clusters": int(len(np.unique(kept_of))),
-        "short_texts": sum(r["short"] for r in sig_results),
-    }
-    with run.phase("report"):
-        text = build_report(units, offsets, sigs, root, removed, kept_of, removed_sims, sims,
-                            counts, staging, config)
+    # the report's rows are read in a thread while the filter tasks run: the driver only
+    # waits for them, and the workers leave some of the cores idle at the phase's end
+    with concurrent.futures.ThreadPoolExecutor(1) as bg:
+        shown = bg.submit(report_rows, units, offsets, sigs, root, removed, kept_of,
+                          removed_sims, staging)
+        records = filter_phase(run, args, units, offsets, "removed.npy")
+        counts = {
+            "docs_in": n_docs, "docs_out": sum(r["rows"] for r in records),
+            "bytes_in": sum(r["bytes"] for r in sig_results),
+            "bytes_out": sum(r["text_bytes"] for r in records),
+            "removed": {"near_duplicate": int(len(removed))},
+            "band_pairs": int(band_pairs), "candidates": int(len(pairs)),
+            "candidates_rejected": int((~ok).sum()), "clusters": int(len(np.unique(kept_of))),
+            "short_texts": sum(r["short"] for r in sig_results),
+        }
+        with run.phase("report"):
+            text = build_report(shown.result(), sims, counts, staging, config)
     del sigs
     kept = {"tasks_reused": sum(r["signatures_reused"] for r in sig_results),
             "tasks": len(units), "notes": [n for r in sig_results for n in r["notes"]]}

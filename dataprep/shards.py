@@ -8,6 +8,7 @@ into tasks of a few row groups each (dataprep.units), read in record batches.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Iterator
 
@@ -181,6 +182,19 @@ def id_hashes(ids: list, seed: int) -> np.ndarray:
     """xxh64(id, seed) per document: a seeded, order-free key for sampling and splits."""
     return np.fromiter((xxhash.xxh64_intdigest(str(i).encode("utf-8"), seed) for i in ids),
                        dtype=np.uint64, count=len(ids))
+
+
+def link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+    """Put the file src at dst atomically: a hard link (no bytes copied) where the file
+    system allows one, else a copy."""
+    dst = Path(dst)
+    tmp = dst.with_name(dst.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
 
 
 def file_digest(path: str | os.PathLike, chunk: int = 1 << 22) -> str:

@@ -220,9 +220,7 @@ def filter_unit(unit: Unit | dict, dst: str | os.PathLike, keep,
     When `previous` (a file record of the output being replaced) has the same recipe and
     its bytes still match their digest, it is hard-linked instead of rewritten: a rerun
     that changes a few units rewrites only those. The record says which happened."""
-    import shutil
-
-    from .shards import file_digest, filter_shard
+    from .shards import file_digest, filter_shard, link_or_copy
 
     u = unit if isinstance(unit, Unit) else Unit(**unit)
     recipe = filter_recipe(u, keep, input_fingerprint)
@@ -230,13 +228,7 @@ def filter_unit(unit: Unit | dict, dst: str | os.PathLike, keep,
     if previous and previous.get("recipe") == recipe and Path(previous["path"]).is_file() \
             and Path(previous["path"]).stat().st_size == previous["size"] \
             and file_digest(previous["path"]) == previous["xxh3_128"]:
-        tmp = dst.with_name(dst.name + ".tmp")
-        tmp.unlink(missing_ok=True)
-        try:
-            os.link(previous["path"], tmp)
-        except OSError:
-            shutil.copyfile(previous["path"], tmp)
-        os.replace(tmp, dst)
+        link_or_copy(previous["path"], dst)
         rec = {k: v for k, v in previous.items() if k != "path"}
         return {**rec, "name": dst.name, "recipe": recipe, "reused": True}
     rec = filter_shard(u.shard, dst, keep, row_groups=range(u.rg_start, u.rg_stop))
