@@ -1174,7 +1174,8 @@ def run_sweep(args, th: Thresholds, sweeps, units: list[Unit], sources, source_n
     # the output itself, its manifest and the stages below are untouched: only a report
     # beside it, and the measured signals in the side store for the next run
     save_report(out / "report", "sweep", data, sweep_markdown(data))
-    replace_dir(signals_dir, side_store(out))
+    if signals["lid_calls_made"] or not all(r["signals_reused"] for r in results):
+        replace_dir(signals_dir, side_store(out))   # else it holds nothing not kept already
     shutil.rmtree(work, ignore_errors=True)
     print(text)
     print(f"language ID calls made {signals['lid_calls_made']:,}, reused "

@@ -241,6 +241,10 @@ def test_sweep_without_signals_measures_them_for_the_next_run(sample_layout, tmp
     assert s["tasks_reused"] == s["tasks"] and s["lid_calls_made"] == 0
     assert not (d / ".cleaned.signals").exists()      # merged into the output's signals
     assert (d / "cleaned" / "report" / "sweep.json").exists()  # the sweep's report is kept
+    # a sweep that measures nothing new keeps no second copy of the signals
+    cp = _clean(d / "raw", d / "cleaned", "--sweep", "max_dup_lines=0.2,0.3")
+    assert "language ID calls made 0," in cp.stdout
+    assert not (d / ".cleaned.signals").exists()
 
 
 def test_sweep_flag_errors_are_one_line(first):
