@@ -152,7 +152,7 @@ def read_parquet(path: Path, source: str, skips: Skips, keep: list[str],
                  meter: Meter | None = None) -> Iterator[pa.Table]:
     import pyarrow.compute as pc
 
-    pf = open_shard(path, require=("text",))
+    pf = open_shard(path, require=("text",), stream=True)
     has_id = "id" in pf.schema_arrow.names
     size, total_rows = path.stat().st_size, max(1, pf.metadata.num_rows)
     row = 0
