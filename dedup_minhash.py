@@ -33,10 +33,11 @@ of at most --task-mb MB of text, see dataprep/units.py):
 Reruns are cheap: the signatures, the band hashes and the candidate pairs are kept in
 the output (signatures/, bands/, candidates/; --no-keep-signatures turns this off), keyed
 by what they depend on (the input's fingerprint, --ngram, --num-perm, --seed; the bands
-and candidates also --bands and --rows) and checked against their digests before use. A
-rerun with another --threshold redoes only verification, clusters and the filter; one
-with another b x r and the same k also the buckets. An output file whose rows do not
-change is reused as it is. `--sweep threshold=0.7,0.8,0.9`
+and candidates also --bands and --rows) and checked against their digests before use. The
+candidates are kept with the number of signature positions each pair shares, so a rerun
+with another --threshold redoes only the clusters and the filter; one with another
+b x r and the same k also the buckets and verification. An output file whose rows do
+not change is reused as it is. `--sweep threshold=0.7,0.8,0.9`
 prints what each threshold would remove, and the pairs that change fate between
 neighbouring values, without writing any output.
 
