@@ -84,7 +84,7 @@ from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import (ShardWriter, file_record, link_or_copy, list_shards, open_shard,
                              write_table)
 from dataprep.stage import StageRun
-from dataprep.units import Unit, describe, plan_units, read_unit
+from dataprep.units import Unit, describe, fetch_rows, plan_units, read_unit, unit_offsets
 
 # The order matters: a document is counted under the first rule that removes it, and the
 # cheap rules come first so that a removed document never reaches fastText.
@@ -251,10 +251,10 @@ def predict_langs(model, texts: pa.Array) -> tuple[list[str], np.ndarray]:
 # --------------------------------------------------------------------------------------
 
 LID_PARTS = ("head", "tail", "full")
-SIGNALS_VERSION = 1
+SIGNALS_VERSION = 2   # 2: the text's UTF-8 bytes are kept too (a sweep then reads no text)
 SIGNAL_SCHEMA = pa.schema(
-    [("chars", pa.int64()), ("dup_line_share", pa.float64()), ("longest_run", pa.int64()),
-     ("alnum_share", pa.float64())]
+    [("bytes", pa.int64()), ("chars", pa.int64()), ("dup_line_share", pa.float64()),
+     ("longest_run", pa.int64()), ("alnum_share", pa.float64())]
     + [f for p in LID_PARTS for f in ((f"{p}_lang", pa.string()), (f"{p}_conf", pa.float64()))])
 
 
@@ -270,12 +270,14 @@ def labels_of(col: pa.ChunkedArray) -> np.ndarray:
 class Signals:
     """The measurements of a run of documents, one numpy column each.
 
-    The four cheap signals are measured for every document. Language ID is measured
-    only where a decision needed it: which part was read (head, tail or the full text)
-    with its label and confidence; a part never read has lang None and conf NaN.
+    The four cheap signals, and the text's size in UTF-8 bytes (for the tables' byte
+    counts), are measured for every document. Language ID is measured only where a
+    decision needed it: which part was read (head, tail or the full text) with its label
+    and confidence; a part never read has lang None and conf NaN.
     """
 
     def __init__(self, n: int):
+        self.bytes = np.zeros(n, np.int64)
         self.chars = np.zeros(n, np.int64)
         self.dup = np.zeros(n, np.float64)
         self.run = np.zeros(n, np.int64)
@@ -297,10 +299,12 @@ class Signals:
         from dataprep.textscan import cheap_signals  # numba: imported only when measuring
 
         sig.chars, sig.dup, sig.run, sig.alnum = cheap_signals(texts)
+        sig.bytes = pc.binary_length(texts).fill_null(0).to_numpy(
+            zero_copy_only=False).astype(np.int64)
         return sig
 
     def to_table(self) -> pa.Table:
-        cols = [self.chars, self.dup, self.run, self.alnum]
+        cols = [self.bytes, self.chars, self.dup, self.run, self.alnum]
         for p in LID_PARTS:
             cols += [pa.array(self.lang[p], pa.string()),
                      pa.array(self.conf[p], pa.float64(), mask=np.isnan(self.conf[p]))]
@@ -309,6 +313,7 @@ class Signals:
     @staticmethod
     def from_table(t: pa.Table) -> "Signals":
         sig = Signals(t.num_rows)
+        sig.bytes = t.column("bytes").to_numpy().astype(np.int64)
         sig.chars = t.column("chars").to_numpy().astype(np.int64)
         sig.dup = t.column("dup_line_share").to_numpy().astype(np.float64)
         sig.run = t.column("longest_run").to_numpy().astype(np.int64)
@@ -320,6 +325,7 @@ class Signals:
 
     def slice(self, start: int, n: int) -> "Signals":
         out = Signals(0)
+        out.bytes = self.bytes[start:start + n]
         out.chars, out.dup = self.chars[start:start + n], self.dup[start:start + n]
         out.run, out.alnum = self.run[start:start + n], self.alnum[start:start + n]
         out.lang = {p: self.lang[p][start:start + n] for p in LID_PARTS}
@@ -342,8 +348,9 @@ class LidCalls:
     is measured when a decision first needs it (and then kept). full_text() measures
     the full texts of many documents at once, from the batch's Arrow column."""
 
-    def __init__(self, model, sig: Signals, text_of, lid_chars: int, col: pa.Array | None = None):
-        self.model, self.sig, self.text_of, self.n, self.col = model, sig, text_of, lid_chars, col
+    def __init__(self, model, sig: Signals, text_of, lid_chars: int, texts=None):
+        """texts: a function giving the batch's text column (read only if needed)."""
+        self.model, self.sig, self.text_of, self.n, self.texts = model, sig, text_of, lid_chars, texts
         self.made = 0
 
     def full_text(self, need: np.ndarray) -> None:
@@ -351,7 +358,7 @@ class LidCalls:
         idx = np.flatnonzero(need & np.isnan(self.sig.conf["full"]))
         if len(idx) == 0:
             return
-        texts = (self.col.take(pa.array(idx)) if self.col is not None
+        texts = (self.texts().take(pa.array(idx)) if self.texts is not None
                  else pa.array([self.text_of(int(i)) for i in idx], pa.string()))
         langs, probs = predict_langs(self.model, texts)
         self.sig.lang["full"][idx] = langs
@@ -606,17 +613,16 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
         writer = ShardWriter(Path(staging) / unit.name, open_shard(unit.shard).schema_arrow)
     sig_parts, made, start, docs_in, bytes_in = [], 0, 0, 0, 0
     prog = task_progress()
-    for batch in read_unit(unit, columns=None if main is not None else ["id", "text"]):
+    for batch, text in unit_batches(unit, main is not None, kept is not None):
         n = batch.num_rows
-        col = batch.column("text")
         ids = [str(x) for x in batch.column("id").to_pylist()]
 
         def text_of(i: int) -> str:   # one document at a time: only examples and LID need it
-            return col[int(i)].as_py() or ""
+            return text()[int(i)].as_py() or ""
 
-        sig = kept.slice(start, n) if kept is not None else Signals.measure(col)
-        lid = LidCalls(model, sig, text_of, ths[0].lid_chars, col)
-        nbytes = pc.binary_length(col).fill_null(0).to_numpy(zero_copy_only=False)
+        sig = kept.slice(start, n) if kept is not None else Signals.measure(text())
+        lid = LidCalls(model, sig, text_of, ths[0].lid_chars, text)
+        nbytes = sig.bytes
         codes = [outcomes(th, sig, lid) for th in ths]
         for th, code, tally in zip(ths, codes, tallies):
             keep = code == KEPT
@@ -627,7 +633,7 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
                 tally.removed[rule] += len(hit)
                 for i in hit[:max(0, examples - len(tally.examples[rule]))]:
                     tally.examples[rule].append({"id": ids[i], "value": rule_value(r, i, th, sig, lid),
-                                                 "text": text_of(i)[:EXAMPLE_CHARS]})
+                                                 "at": [unit.index, start + int(i)]})
         if main is not None:
             tallies[main].count_signals(ths[main], sig, codes[main], lid)
         if report_all and main is not None:
@@ -641,7 +647,7 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
                 c = int(codes[loser][i])
                 fate[k].append({"id": ids[i], "removed_by": loser, "rule": RULES[c],
                                 "value": rule_value(c, i, ths[loser], sig, lid),
-                                "text": text_of(i)[:EXAMPLE_CHARS]})
+                                "at": [unit.index, start + int(i)]})
         if writer is not None:
             keep = codes[main] == KEPT
             writer.write(batch if keep.all() else batch.filter(pa.array(keep)))
@@ -671,10 +677,40 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
     save_task_result(staging, "clean", rank, res)
 
 
+def unit_batches(unit: Unit, write: bool, have_signals: bool):
+    """The unit's rows as (batch, text), text() giving the batch's text column.
+
+    A run that writes its output reads every column. A sweep with every signal kept
+    reads only the ids, a row group at a time, and a row group's text only when a
+    decision or an example needs it: a few row groups, not the corpus."""
+    if write or not have_signals:
+        for batch in read_unit(unit, columns=None if write else ["id", "text"]):
+            yield batch, (lambda b=batch: b.column("text"))
+        return
+    pf = open_shard(unit.shard)
+
+    def read(rg: int, column: str) -> pa.Table:
+        try:
+            return pf.read_row_group(rg, columns=[column])
+        except (pa.ArrowException, OSError) as e:
+            raise StageError(f"{unit.shard}: corrupt parquet data "
+                             f"({str(e).splitlines()[0]})") from None
+
+    for rg in range(unit.rg_start, unit.rg_stop):
+        got: list = []
+
+        def text(rg=rg, got=got):
+            if not got:
+                got.append(read(rg, "text").column("text"))
+            return got[0]
+        yield read(rg, "id"), text
+
+
 def _concat_signals(parts: list[Signals]) -> Signals:
     out = Signals(0)
     if not parts:
         return out
+    out.bytes = np.concatenate([p.bytes for p in parts])
     out.chars = np.concatenate([p.chars for p in parts])
     out.dup = np.concatenate([p.dup for p in parts])
     out.run = np.concatenate([p.run for p in parts])
@@ -724,6 +760,29 @@ def threshold_text(th: Thresholds) -> dict[str, str]:
         "low_alnum": f"alnum < {th.min_alnum:g}",
         "lang": f"conf < {th.min_lang_conf:g} or not {','.join(th.languages)}",
     }
+
+
+def example_texts(results: list[dict], units: list[Unit], examples: int) -> None:
+    """Tasks name their examples by (unit, row); the report keeps the first `examples` of
+    each list in corpus order. Drop the rest and put the start of its text in each one
+    kept, read here in one pass (a sweep's tasks then read almost no text at all)."""
+    lists = [[r["configs"][c]["examples"][rule] for r in results]
+             for c in range(len(results[0]["configs"]) if results else 0) for rule in RULES]
+    lists += [[r["fate"][k]["examples"] for r in results]
+              for k in range(len(results[0]["fate"]) if results else 0)]
+    kept = []
+    for per_task in lists:
+        left = examples
+        for ex in per_task:
+            del ex[max(0, left):]
+            left -= len(ex)
+            kept += ex
+    offsets = unit_offsets(units)
+    texts = fetch_rows(units, offsets, [offsets[u] + r for u, r in (e["at"] for e in kept)],
+                       "text")
+    for e, t in zip(kept, texts):
+        del e["at"]
+        e["text"] = (t or "")[:EXAMPLE_CHARS]
 
 
 def merge(results: list[dict], config: int, examples: int) -> dict:
@@ -1111,6 +1170,7 @@ def main(argv: list[str] | None = None) -> int:
     if signals_dir:
         kept_summary = write_index(signals_dir, deps, [r["signals"] for r in results])
     signals = signals_summary(results, kept_summary)
+    example_texts(results, units, args.examples)
     tot = merge(results, 0, args.examples)
     rows = rule_rows(tot, th, args.warn_share)
     write_reports(run.staging / "report", rows, tot, config, args.warn_share, signals)
@@ -1166,6 +1226,7 @@ def run_sweep(args, th: Thresholds, sweeps, units: list[Unit], sources, source_n
               signals_dir=str(signals_dir), pairs=pairs)
     results = load_task_results(work, "clean", len(units))
     kept = write_index(signals_dir, deps, [r["signals"] for r in results])
+    example_texts(results, units, args.examples)
     text, data = sweep_report(plan, configs, results, pairs, args.examples)
     signals = signals_summary(results, kept)
     data.update(seconds=round(time.time() - t0, 3), signals={k: v for k, v in signals.items()

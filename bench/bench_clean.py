@@ -91,7 +91,7 @@ def ours(model, block, th) -> tuple[int, object, object]:
 
     col = block.column(0)
     sig = clean.Signals.measure(col)
-    lid = clean.LidCalls(model, sig, lambda i: col[i].as_py() or "", th.lid_chars, col)
+    lid = clean.LidCalls(model, sig, lambda i: col[i].as_py() or "", th.lid_chars, lambda: col)
     code = clean.outcomes(th, sig, lid)
     return int((code == clean.KEPT).sum()), code, sig
 

@@ -368,3 +368,46 @@ def test_minhash_sweep_writes_no_output(dedup_first, tmp_path):
     assert "pairs merged at" in cp.stdout
     bad = _minhash(d, "dedup", "--sweep", "bands=8", check=False)
     assert bad.returncode == 2 and "threshold" in bad.stderr
+
+
+def test_sweep_with_kept_signals_reads_few_texts(tmp_path, monkeypatch):
+    """A sweep whose signals are all kept reads the ids, and the text only of the row
+    groups a decision or an example needs: not the corpus."""
+    import pyarrow as pa
+
+    import clean
+
+    rng = np.random.default_rng(5)
+    words = ("the of and to in is that for it as was with be by on not he this are or his "
+             "from at which but have an they you were her she there been one all we their "
+             "river garden morning letter music window summer village history market "
+             "people little great water small world house story night light school").split()
+    texts = [" ".join(rng.choice(words, int(rng.integers(20, 100)))) + "." for _ in range(40_000)]
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts}),
+                   tmp_path / "src.parquet")
+    run_script("download_data.py", "--input", tmp_path / "src.parquet", "--output", tmp_path / "raw")
+    _clean(tmp_path / "raw", tmp_path / "cleaned")
+    groups = sum(pq.ParquetFile(f).metadata.num_row_groups
+                 for f in (tmp_path / "raw").glob("*.parquet"))
+    assert groups >= 8
+
+    reads = []   # one entry per row group read, naming the columns
+    one, many = pq.ParquetFile.read_row_group, pq.ParquetFile.read_row_groups
+
+    def read_one(self, i, columns=None, **kw):
+        reads.append(tuple(columns or ()))
+        return one(self, i, columns=columns, **kw)
+
+    def read_many(self, groups, columns=None, **kw):
+        reads.extend([tuple(columns or ())] * len(groups))
+        return many(self, groups, columns=columns, **kw)
+
+    monkeypatch.setattr(pq.ParquetFile, "read_row_group", read_one)
+    monkeypatch.setattr(pq.ParquetFile, "read_row_groups", read_many)
+    assert clean.main(["--input", str(tmp_path / "raw"), "--output", str(tmp_path / "cleaned"),
+                       "--workers", "1", "--examples", "1",
+                       "--sweep", "min_chars=200,300"]) == 0
+    assert reads.count(("id",)) == groups            # every row group's ids, once
+    assert 0 < reads.count(("text",)) <= 3           # the text of a few: the examples'
+    sweep = json.loads((tmp_path / "cleaned" / "report" / "sweep.json").read_text())
+    assert sweep["sweeps"][0]["values"][0]["bytes_out"] > 0
