@@ -84,7 +84,8 @@ from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import (ShardWriter, file_record, link_or_copy, list_shards, open_shard,
                              write_table)
 from dataprep.stage import StageRun
-from dataprep.units import Unit, describe, fetch_rows, plan_units, read_unit, unit_offsets
+from dataprep.units import (BATCH_ROWS, Unit, describe, fetch_rows, plan_units, read_unit,
+                            unit_offsets)
 
 # The order matters: a document is counted under the first rule that removes it, and the
 # cheap rules come first so that a removed document never reaches fastText.
@@ -620,6 +621,13 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
         def text_of(i: int) -> str:   # one document at a time: only examples and LID need it
             return text()[int(i)].as_py() or ""
 
+        def shown(i: int) -> dict:
+            """An example's text: at hand when the output is written; else named by its
+            place, and read by the driver only if the report keeps it (example_texts)."""
+            if main is not None:
+                return {"text": text_of(i)[:EXAMPLE_CHARS]}
+            return {"at": [unit.index, start + int(i)]}
+
         sig = kept.slice(start, n) if kept is not None else Signals.measure(text())
         lid = LidCalls(model, sig, text_of, ths[0].lid_chars, text)
         nbytes = sig.bytes
@@ -633,7 +641,7 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
                 tally.removed[rule] += len(hit)
                 for i in hit[:max(0, examples - len(tally.examples[rule]))]:
                     tally.examples[rule].append({"id": ids[i], "value": rule_value(r, i, th, sig, lid),
-                                                 "at": [unit.index, start + int(i)]})
+                                                 **shown(i)})
         if main is not None:
             tallies[main].count_signals(ths[main], sig, codes[main], lid)
         if report_all and main is not None:
@@ -646,8 +654,7 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
                 loser = a if codes[a][i] != KEPT else b
                 c = int(codes[loser][i])
                 fate[k].append({"id": ids[i], "removed_by": loser, "rule": RULES[c],
-                                "value": rule_value(c, i, ths[loser], sig, lid),
-                                "at": [unit.index, start + int(i)]})
+                                "value": rule_value(c, i, ths[loser], sig, lid), **shown(i)})
         if writer is not None:
             keep = codes[main] == KEPT
             writer.write(batch if keep.all() else batch.filter(pa.array(keep)))
@@ -681,29 +688,37 @@ def unit_batches(unit: Unit, write: bool, have_signals: bool):
     """The unit's rows as (batch, text), text() giving the batch's text column.
 
     A run that writes its output reads every column. A sweep with every signal kept
-    reads only the ids, a row group at a time, and a row group's text only when a
-    decision or an example needs it: a few row groups, not the corpus."""
+    reads only the ids, a few row groups at a time, and their text only when a decision
+    needs it (examples are read later, by the driver): a few row groups, not the corpus."""
     if write or not have_signals:
         for batch in read_unit(unit, columns=None if write else ["id", "text"]):
             yield batch, (lambda b=batch: b.column("text"))
         return
     pf = open_shard(unit.shard)
+    md = pf.metadata
 
-    def read(rg: int, column: str) -> pa.Table:
+    def read(groups: list[int], column: str) -> pa.Table:
         try:
-            return pf.read_row_group(rg, columns=[column])
+            return pf.read_row_groups(groups, columns=[column])
         except (pa.ArrowException, OSError) as e:
             raise StageError(f"{unit.shard}: corrupt parquet data "
                              f"({str(e).splitlines()[0]})") from None
 
+    groups: list[int] = []
+    rows = 0
     for rg in range(unit.rg_start, unit.rg_stop):
+        groups.append(rg)
+        rows += md.row_group(rg).num_rows
+        if rows < BATCH_ROWS and rg + 1 < unit.rg_stop:
+            continue   # batches of about BATCH_ROWS documents, as read_unit gives
         got: list = []
 
-        def text(rg=rg, got=got):
+        def text(groups=groups, got=got):
             if not got:
-                got.append(read(rg, "text").column("text"))
+                got.append(read(groups, "text").column("text"))
             return got[0]
-        yield read(rg, "id"), text
+        yield read(groups, "id"), text
+        groups, rows = [], 0
 
 
 def _concat_signals(parts: list[Signals]) -> Signals:
@@ -763,9 +778,10 @@ def threshold_text(th: Thresholds) -> dict[str, str]:
 
 
 def example_texts(results: list[dict], units: list[Unit], examples: int) -> None:
-    """Tasks name their examples by (unit, row); the report keeps the first `examples` of
-    each list in corpus order. Drop the rest and put the start of its text in each one
-    kept, read here in one pass (a sweep's tasks then read almost no text at all)."""
+    """The report keeps the first `examples` of each list of examples, in corpus order:
+    drop the rest. A sweep's tasks name theirs by (unit, row) instead of reading their
+    text: read here, in one pass, the text of those kept (a sweep then reads almost no
+    text at all)."""
     lists = [[r["configs"][c]["examples"][rule] for r in results]
              for c in range(len(results[0]["configs"]) if results else 0) for rule in RULES]
     lists += [[r["fate"][k]["examples"] for r in results]
@@ -776,7 +792,7 @@ def example_texts(results: list[dict], units: list[Unit], examples: int) -> None
         for ex in per_task:
             del ex[max(0, left):]
             left -= len(ex)
-            kept += ex
+            kept += [e for e in ex if "at" in e]
     offsets = unit_offsets(units)
     texts = fetch_rows(units, offsets, [offsets[u] + r for u, r in (e["at"] for e in kept)],
                        "text")
