@@ -53,7 +53,6 @@ text is normalised and hashed in pieces, in bounded memory. Nothing is skipped.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import contextlib
 import io
 import os
@@ -814,8 +813,7 @@ def cluster_size_counts(kept_of: np.ndarray) -> dict[str, int]:
 def report_rows(units, offsets, sigs, root, removed, kept_of, sims, staging: Path) -> dict:
     """What the report shows from the input: report/removed.parquet (every removed
     document, its cluster's kept one and their similarity) and the ids and texts of the
-    largest clusters and of a few removed documents, each row group read once. It needs
-    only the clusters, so main() runs it while the filter tasks write the output."""
+    largest clusters and of a few removed documents, each row group read once."""
     rep = staging / "report"
     rep.mkdir(exist_ok=True)
     clusters_ = largest_clusters(root)
@@ -1154,23 +1152,19 @@ def main(argv: list[str] | None = None) -> int:
         removed_sims = similarity(sigs.get(removed), sigs.get(kept_of)) if len(removed) else np.zeros(0)
         save_npy(work / "removed.npy", removed)
 
-    # the report's rows are read in a thread while the filter tasks run: the driver only
-    # waits for them, and the workers leave some of the cores idle at the phase's end
-    with concurrent.futures.ThreadPoolExecutor(1) as bg:
-        shown = bg.submit(report_rows, units, offsets, sigs, root, removed, kept_of,
-                          removed_sims, staging)
-        records = filter_phase(run, args, units, offsets, "removed.npy")
-        counts = {
-            "docs_in": n_docs, "docs_out": sum(r["rows"] for r in records),
-            "bytes_in": sum(r["bytes"] for r in sig_results),
-            "bytes_out": sum(r["text_bytes"] for r in records),
-            "removed": {"near_duplicate": int(len(removed))},
-            "band_pairs": int(band_pairs), "candidates": int(len(pairs)),
-            "candidates_rejected": int((~ok).sum()), "clusters": int(len(np.unique(kept_of))),
-            "short_texts": sum(r["short"] for r in sig_results),
-        }
-        with run.phase("report"):
-            text = build_report(shown.result(), sims, counts, staging, config)
+    records = filter_phase(run, args, units, offsets, "removed.npy")
+    counts = {
+        "docs_in": n_docs, "docs_out": sum(r["rows"] for r in records),
+        "bytes_in": sum(r["bytes"] for r in sig_results),
+        "bytes_out": sum(r["text_bytes"] for r in records),
+        "removed": {"near_duplicate": int(len(removed))},
+        "band_pairs": int(band_pairs), "candidates": int(len(pairs)),
+        "candidates_rejected": int((~ok).sum()), "clusters": int(len(np.unique(kept_of))),
+        "short_texts": sum(r["short"] for r in sig_results),
+    }
+    with run.phase("report"):
+        shown = report_rows(units, offsets, sigs, root, removed, kept_of, removed_sims, staging)
+        text = build_report(shown, sims, counts, staging, config)
     del sigs
     kept = {"tasks_reused": sum(r["signatures_reused"] for r in sig_results),
             "tasks": len(units), "notes": [n for r in sig_results for n in r["notes"]]}
