@@ -84,7 +84,7 @@ from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import (ShardWriter, file_record, link_or_copy, list_shards, open_shard,
                              write_table)
 from dataprep.stage import StageRun
-from dataprep.units import (BATCH_ROWS, Unit, describe, fetch_rows, plan_units, read_unit,
+from dataprep.units import (Unit, describe, fetch_rows, plan_units, read_unit, read_unit_lazily,
                             unit_offsets)
 
 # The order matters: a document is counted under the first rule that removes it, and the
@@ -694,31 +694,7 @@ def unit_batches(unit: Unit, write: bool, have_signals: bool):
         for batch in read_unit(unit, columns=None if write else ["id", "text"]):
             yield batch, (lambda b=batch: b.column("text"))
         return
-    pf = open_shard(unit.shard)
-    md = pf.metadata
-
-    def read(groups: list[int], column: str) -> pa.Table:
-        try:
-            return pf.read_row_groups(groups, columns=[column])
-        except (pa.ArrowException, OSError) as e:
-            raise StageError(f"{unit.shard}: corrupt parquet data "
-                             f"({str(e).splitlines()[0]})") from None
-
-    groups: list[int] = []
-    rows = 0
-    for rg in range(unit.rg_start, unit.rg_stop):
-        groups.append(rg)
-        rows += md.row_group(rg).num_rows
-        if rows < BATCH_ROWS and rg + 1 < unit.rg_stop:
-            continue   # batches of about BATCH_ROWS documents, as read_unit gives
-        got: list = []
-
-        def text(groups=groups, got=got):
-            if not got:
-                got.append(read(groups, "text").column("text"))
-            return got[0]
-        yield read(groups, "id"), text
-        groups, rows = [], 0
+    yield from read_unit_lazily(unit, "id", "text")
 
 
 def _concat_signals(parts: list[Signals]) -> Signals:

@@ -72,7 +72,7 @@ from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, run_tasks, save_task_result,
                                start_pool_early)
 from dataprep.kept import (cover_units, keep_whole, load_array, load_whole, read_verified,
-                           replace_dir, write_index)
+                           relinked_entry, replace_dir, write_index)
 from dataprep.kept import entry as kept_entry
 from dataprep.manifest import check_input
 from dataprep.progress import task_progress
@@ -1022,11 +1022,8 @@ def link_kept(units: list[Unit], sig_src: list, band_src: list, work: Path) -> l
             if len(pieces) != 1 or not pieces[0]["whole"] or read_verified(pieces[0]) is None:
                 return None
             dst = work / key / f"{rank:05d}.npy"
-            _save_or_link(None, pieces, dst)
-            p = pieces[0]
-            linked[key] = {"name": dst.name, "shard": Path(u.shard).name,
-                           "row_start": u.row_start, "rows": u.rows, "size": p["size"],
-                           "xxh3_128": p["xxh3_128"], **p["extra"]}
+            link_or_copy(pieces[0]["path"], dst)
+            linked[key] = relinked_entry(pieces[0], dst, u.shard, u.row_start, u.rows)
         extra = linked["sig"]
         results.append({"docs": u.rows, "bytes": extra["bytes"], "short": extra["short"],
                         "signatures_reused": True, "bands_reused": True, "notes": [],

@@ -30,6 +30,12 @@ from .manifest import display_path, write_json
 from .shards import file_record
 
 INDEX = "index.json"
+ENTRY_KEYS = ("name", "shard", "row_start", "rows", "size", "xxh3_128")  # the rest: counts
+
+
+def _extra(e: dict) -> dict:
+    """What an index entry keeps beside the file's place and digest (e.g. its counts)."""
+    return {k: v for k, v in e.items() if k not in ENTRY_KEYS}
 
 
 def index_path(folder: str | os.PathLike) -> Path:
@@ -77,8 +83,7 @@ class KeptStore:
             out.append({"path": str(self.folder / e["name"]), "xxh3_128": e["xxh3_128"],
                         "size": e["size"], "offset": at - lo, "rows": take,
                         "whole": lo == at and take == e["rows"],
-                        "extra": {k: v for k, v in e.items() if k not in (
-                            "name", "shard", "row_start", "rows", "size", "xxh3_128")}})
+                        "extra": _extra(e)})
             at += take
             if at >= stop:
                 break
@@ -158,6 +163,15 @@ def entry(path: str | os.PathLike, shard: str, row_start: int, rows: int, **extr
             "rows": int(rows), "size": rec["size"], "xxh3_128": rec["xxh3_128"], **extra}
 
 
+def relinked_entry(piece: dict, path: str | os.PathLike, shard: str, row_start: int,
+                   rows: int) -> dict:
+    """entry() for a whole kept file (a piece whose digest was just checked) linked to
+    `path` unchanged: its size, digest and counts are the piece's, not read again."""
+    return {"name": Path(path).name, "shard": Path(shard).name, "row_start": int(row_start),
+            "rows": int(rows), "size": piece["size"], "xxh3_128": piece["xxh3_128"],
+            **piece["extra"]}
+
+
 def write_index(folder: str | os.PathLike, depends_on: dict, entries: list[dict]) -> dict:
     """Write index.json (last, so a store without one is never used); return a summary
     for the manifest: what it depends on, its files, its size on disk."""
@@ -187,8 +201,7 @@ def load_whole(folder: str | os.PathLike, depends_on: dict) -> tuple[bytes | Non
                           "xxh3_128": e["xxh3_128"]})
     if data is None:
         return None, {}, f"{e['name']}: digest mismatch"
-    return data, {k: v for k, v in e.items() if k not in (
-        "name", "shard", "row_start", "rows", "size", "xxh3_128")}, ""
+    return data, _extra(e), ""
 
 
 def replace_dir(src: Path, dst: Path) -> None:

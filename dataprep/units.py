@@ -20,7 +20,7 @@ import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -123,6 +123,38 @@ def read_unit(unit: Unit | dict, columns: list[str] | None = None,
                                    row_groups=range(u.rg_start, u.rg_stop))
     except (pa.ArrowException, OSError) as e:
         raise StageError(f"{u.shard}: corrupt parquet data ({_first_line(e)})") from None
+
+
+def read_unit_lazily(unit: Unit | dict, column: str, lazy: str, batch_rows: int = BATCH_ROWS
+                     ) -> Iterator[tuple[pa.Table, Callable[[], pa.ChunkedArray]]]:
+    """A unit's `column` in batches of whole row groups, about batch_rows rows each, with
+    a function that reads the same rows' `lazy` column when first called: a pass that
+    needs the text of only a few batches reads only those."""
+    u = unit if isinstance(unit, Unit) else Unit(**unit)
+    pf = open_shard(u.shard)
+    md = pf.metadata
+
+    def read(groups: list[int], name: str) -> pa.Table:
+        try:
+            return pf.read_row_groups(groups, columns=[name])
+        except (pa.ArrowException, OSError) as e:
+            raise StageError(f"{u.shard}: corrupt parquet data ({_first_line(e)})") from None
+
+    groups: list[int] = []
+    rows = 0
+    for rg in range(u.rg_start, u.rg_stop):
+        groups.append(rg)
+        rows += md.row_group(rg).num_rows
+        if rows < batch_rows and rg + 1 < u.rg_stop:
+            continue
+        got: list = []
+
+        def later(groups=groups, got=got) -> pa.ChunkedArray:
+            if not got:
+                got.append(read(groups, lazy).column(lazy))
+            return got[0]
+        yield read(groups, column), later
+        groups, rows = [], 0
 
 
 def unit_offsets(units: list[Unit]) -> np.ndarray:
