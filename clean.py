@@ -73,6 +73,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dataprep import layout
+from dataprep.arrays import from_numpy, strings, to_numpy
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, run_tasks, save_task_result,
                                start_pool_early)
@@ -261,11 +262,10 @@ SIGNAL_SCHEMA = pa.schema(
 
 def labels_of(col: pa.ChunkedArray) -> np.ndarray:
     """A string column as an object array (None where null), through its few distinct
-    labels: no Python string per row, and no pandas (Arrow's own string-to-numpy path
-    imports it, ~0.4 s per worker)."""
+    labels: no Python string per row (and no pandas, see dataprep.arrays)."""
     enc = pc.dictionary_encode(col).combine_chunks()
     names = np.array(enc.dictionary.to_pylist() + [None], dtype=object)
-    return names[enc.indices.fill_null(len(names) - 1).to_numpy(zero_copy_only=False)]
+    return names[to_numpy(enc.indices, null=len(names) - 1)]
 
 
 class Signals:
@@ -295,33 +295,32 @@ class Signals:
         above, compiled over the batch's UTF-8 bytes (dataprep.textscan gives the same
         numbers, tested against them)."""
         if isinstance(texts, list):
-            texts = pa.array(texts, pa.string())
+            texts = strings(texts)
         sig = Signals(len(texts))
         from dataprep.textscan import cheap_signals  # numba: imported only when measuring
 
         sig.chars, sig.dup, sig.run, sig.alnum = cheap_signals(texts)
-        sig.bytes = pc.binary_length(texts).fill_null(0).to_numpy(
-            zero_copy_only=False).astype(np.int64)
+        sig.bytes = to_numpy(pc.binary_length(texts), null=0).astype(np.int64)
         return sig
 
     def to_table(self) -> pa.Table:
-        cols = [self.bytes, self.chars, self.dup, self.run, self.alnum]
+        cols = [from_numpy(c) for c in (self.bytes, self.chars, self.dup, self.run, self.alnum)]
         for p in LID_PARTS:
-            cols += [pa.array(self.lang[p], pa.string()),
-                     pa.array(self.conf[p], pa.float64(), mask=np.isnan(self.conf[p]))]
+            cols += [strings(self.lang[p].tolist()),
+                     from_numpy(self.conf[p], pa.float64(), mask=np.isnan(self.conf[p]))]
         return pa.Table.from_arrays(cols, schema=SIGNAL_SCHEMA)
 
     @staticmethod
     def from_table(t: pa.Table) -> "Signals":
         sig = Signals(t.num_rows)
-        sig.bytes = t.column("bytes").to_numpy().astype(np.int64)
-        sig.chars = t.column("chars").to_numpy().astype(np.int64)
-        sig.dup = t.column("dup_line_share").to_numpy().astype(np.float64)
-        sig.run = t.column("longest_run").to_numpy().astype(np.int64)
-        sig.alnum = t.column("alnum_share").to_numpy().astype(np.float64)
+        sig.bytes = to_numpy(t.column("bytes")).astype(np.int64)
+        sig.chars = to_numpy(t.column("chars")).astype(np.int64)
+        sig.dup = to_numpy(t.column("dup_line_share")).astype(np.float64)
+        sig.run = to_numpy(t.column("longest_run")).astype(np.int64)
+        sig.alnum = to_numpy(t.column("alnum_share")).astype(np.float64)
         for p in LID_PARTS:
             sig.lang[p] = labels_of(t.column(f"{p}_lang"))
-            sig.conf[p] = t.column(f"{p}_conf").to_numpy(zero_copy_only=False).astype(np.float64)
+            sig.conf[p] = to_numpy(t.column(f"{p}_conf"), null=np.nan).astype(np.float64)
         return sig
 
     def slice(self, start: int, n: int) -> "Signals":
@@ -359,8 +358,8 @@ class LidCalls:
         idx = np.flatnonzero(need & np.isnan(self.sig.conf["full"]))
         if len(idx) == 0:
             return
-        texts = (self.texts().take(pa.array(idx)) if self.texts is not None
-                 else pa.array([self.text_of(int(i)) for i in idx], pa.string()))
+        texts = (self.texts().take(from_numpy(idx.astype(np.int64))) if self.texts is not None
+                 else strings([self.text_of(int(i)) for i in idx]))
         langs, probs = predict_langs(self.model, texts)
         self.sig.lang["full"][idx] = langs
         self.sig.conf["full"][idx] = probs
@@ -657,7 +656,7 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
                                 "value": rule_value(c, i, ths[loser], sig, lid), **shown(i)})
         if writer is not None:
             keep = codes[main] == KEPT
-            writer.write(batch if keep.all() else batch.filter(pa.array(keep)))
+            writer.write(batch if keep.all() else batch.filter(from_numpy(keep)))
         made += lid.made
         sig_parts.append(sig)
         start += n

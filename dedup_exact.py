@@ -44,6 +44,7 @@ import pyarrow.compute as pc
 import xxhash
 
 from dataprep import layout
+from dataprep.arrays import from_numpy, strings
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, save_task_result,
                                start_pool_early)
@@ -322,8 +323,8 @@ def build_report(units, offsets, dup, kept, counts, staging: Path, partitions: i
     kept_ids = fetch_rows(units, offsets, kept, "id")
     s, r = shard_rows_of(units, offsets, dup)
     write_table(rep / "removed.parquet", pa.table({
-        "id": pa.array(ids, pa.string()), "kept_id": pa.array(kept_ids, pa.string()),
-        "shard": pa.array(s, pa.string()), "row": pa.array(r, pa.int64())}))
+        "id": strings(ids), "kept_id": strings(kept_ids),
+        "shard": strings(s), "row": from_numpy(r, pa.int64())}))
 
     groups = largest_groups(kept)
     g_text = fetch_rows(units, offsets, [g for g, _ in groups], "text")

@@ -68,6 +68,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from dataprep import layout
+from dataprep.arrays import from_numpy, strings
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, run_tasks, save_task_result,
                                start_pool_early)
@@ -828,11 +829,11 @@ def report_rows(units, offsets, sigs, root, removed, kept_of, sims, staging: Pat
     s, r = shard_rows_of(units, offsets, removed)
     ks, kr = shard_rows_of(units, offsets, kept_of)
     write_table(rep / "removed.parquet", pa.table({
-        "id": pa.array(ids, pa.string()), "kept_id": pa.array(kept_ids, pa.string()),
-        "similarity": pa.array(sims, pa.float64()),
-        "shard": pa.array(s, pa.string()), "row": pa.array(r, pa.int64()),
-        "kept_shard": pa.array(ks, pa.string()), "kept_row": pa.array(kr, pa.int64()),
-        "cluster_size": pa.array(size[kept_of], pa.int64())}))
+        "id": strings(ids), "kept_id": strings(kept_ids),
+        "similarity": from_numpy(sims, pa.float64()),
+        "shard": strings(s), "row": from_numpy(r, pa.int64()),
+        "kept_shard": strings(ks), "kept_row": from_numpy(kr, pa.int64()),
+        "cluster_size": from_numpy(size[kept_of], pa.int64())}))
 
     lines, md_clusters, js_clusters = [], [], []
     at = 0

@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from dataprep import layout
+from dataprep.arrays import from_numpy, strings, to_numpy
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import add_executor_args
 from dataprep.manifest import read_manifest, write_json
@@ -161,9 +162,9 @@ def read_parquet(path: Path, source: str, skips: Skips, keep: list[str],
             t = pa.Table.from_batches([batch])
             n = t.num_rows
             ids = (pc.cast(t.column("id"), pa.string()) if has_id
-                   else pa.array([f"{source}#{i}" for i in range(row, row + n)], pa.string()))
+                   else strings([f"{source}#{i}" for i in range(row, row + n)]))
             out = pa.table({"id": ids, "text": t.column("text"),
-                            "source": pa.array([source] * n, pa.string()),
+                            "source": strings([source] * n),
                             **{k: t.column(k) for k in keep}})
             bad = invalid_utf8_rows(out.column("text"))
             for i in bad:
@@ -171,7 +172,7 @@ def read_parquet(path: Path, source: str, skips: Skips, keep: list[str],
             if len(bad):
                 mask = np.ones(n, bool)
                 mask[bad] = False
-                out = out.filter(pa.array(mask))
+                out = out.filter(from_numpy(mask))
             nulls = out.column("text").null_count
             if nulls:
                 skips.add("null text", nulls)
@@ -270,8 +271,8 @@ def read_txt(path: Path, source: str, skips: Skips, delimiter: str | None) -> It
 
 
 def _table(ids: list[str], texts: list[str], source: str) -> pa.Table:
-    return pa.table({"id": pa.array(ids, pa.string()), "text": pa.array(texts, pa.string()),
-                     "source": pa.array([source] * len(ids), pa.string())})
+    return pa.table({"id": strings(ids), "text": strings(texts),
+                     "source": strings([source] * len(ids))})
 
 
 def common_metadata(paths: list[Path]) -> list[str]:
@@ -322,7 +323,7 @@ def write_shards(tables: Iterable[pa.Table], out_dir: Path, prefix: str,
     writer = None
     for t in tables:
         start = 0
-        sizes = np.cumsum(pc.binary_length(t.column("text")).fill_null(0).to_numpy(zero_copy_only=False))
+        sizes = np.cumsum(to_numpy(pc.binary_length(t.column("text")), null=0))
         while start < t.num_rows:
             if writer is None:
                 writer = ShardWriter(out_dir / f"{prefix}-{len(records):05d}.parquet", t.schema)

@@ -45,6 +45,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from dataprep import layout
+from dataprep.arrays import to_numpy
 from dataprep.bpe import BpeEncoder
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, save_task_result,
@@ -275,8 +276,8 @@ def pack_unit(rank: int, world_size: int, units: list[dict], staging: str, token
             col = batch.column(1)
             texts = col.to_pylist()
             # per-document byte counts and null flags in Arrow, not in a Python loop
-            nbytes = pc.binary_length(col).fill_null(0).to_numpy(zero_copy_only=False)
-            valid = col.is_valid().to_numpy(zero_copy_only=False)
+            nbytes = to_numpy(pc.binary_length(col), null=0)
+            valid = to_numpy(col.is_valid())
             docs_in += len(ids)
             is_val = id_hashes(ids, seed) <= np.uint64(threshold)
             for split, want in (("train", False), ("val", True)):

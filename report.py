@@ -1509,7 +1509,8 @@ def build_page(data: Path) -> tuple[str, dict]:
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", default=str(layout.DATA), help="default: data")
+    p.add_argument("--data-dir", "--input", dest="data_dir", default=str(layout.DATA),
+                   help="the data folder it reports on (default: data)")
     p.add_argument("--output", default=None, help=f"default: DATA_DIR/{REPORT_NAME}")
     a = p.parse_args(argv)
     if not Path(a.data_dir).is_dir():

@@ -73,6 +73,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dataprep import layout
+from dataprep.arrays import fill_empty, from_numpy, strings, to_numpy
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, save_task_result,
                                start_pool_early)
@@ -188,7 +189,7 @@ def script_counts(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.nda
     (\\p{Han}). Null and empty texts count 0.
     """
     if isinstance(texts, pa.ChunkedArray):
-        texts = texts.combine_chunks() if texts.num_chunks else pa.array([], pa.string())
+        texts = texts.combine_chunks() if texts.num_chunks else strings([])
     n = len(texts)
     han, letters = np.zeros(n, np.int64), np.zeros(n, np.int64)
     if n == 0 or texts.buffers()[2] is None:
@@ -229,7 +230,7 @@ class _SampleSplit:
             letters: np.ndarray) -> None:
         cols = {"text": texts.cast(pa.string())}
         if lang is not None:
-            cols["lang"] = pa.array(lang, pa.string())
+            cols["lang"] = strings(list(lang))
         self.writer.write(pa.table(cols))
         langs = doc_languages(han, letters)
         self.docs += len(texts)
@@ -257,18 +258,18 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
     prog = task_progress()
     docs_in = bytes_in = cropped = before_crop = chars = 0
     for batch in read_unit(units[rank], columns=["id", "text"]):
-        col = batch.column(1).fill_null("")  # a null text is an empty document: never sampled
-        lengths = pc.binary_length(col).to_numpy(zero_copy_only=False).astype(np.int64)
+        col = fill_empty(batch.column(1))  # a null text is an empty document: never sampled
+        lengths = to_numpy(pc.binary_length(col)).astype(np.int64)
         h_idx, t_idx = choose_rows(id_hashes(batch.column(0).to_pylist(), seed), lengths, cuts)
         docs_in += len(lengths)
         bytes_in += int(lengths.sum())
 
-        h_text = col.take(pa.array(h_idx, pa.int64()))
+        h_text = col.take(from_numpy(h_idx, pa.int64()))
         h_han, h_lat = script_counts(h_text)
         held.add(h_text, doc_languages(h_han, h_lat), h_han, h_lat)
 
-        t_text = col.take(pa.array(t_idx, pa.int64()))
-        n_chars = pc.utf8_length(t_text).to_numpy(zero_copy_only=False)
+        t_text = col.take(from_numpy(t_idx, pa.int64()))
+        n_chars = to_numpy(pc.utf8_length(t_text))
         if (n_chars > max_doc_chars).any():
             cropped += int((n_chars > max_doc_chars).sum())
             t_text = pc.utf8_slice_codeunits(t_text, 0, max_doc_chars)  # codepoints, not bytes
@@ -310,7 +311,7 @@ def iter_sample(staging: Path, tasks: int, batch: int = BATCH):
 def read_heldout(staging: Path, tasks: int) -> pa.Table:
     parts = [open_shard(staging / SAMPLE_DIR / f"heldout-{r:05d}.parquet", require=("text",))
              .read(columns=["text", "lang"]) for r in range(tasks)]
-    return pa.concat_tables(parts) if parts else pa.table({"text": [], "lang": []})
+    return pa.concat_tables(parts) if parts else pa.table({"text": strings([]), "lang": strings([])})
 
 
 # --------------------------------------------------------------------------------------

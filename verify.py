@@ -39,6 +39,7 @@ import numpy as np
 import xxhash
 
 from dataprep import layout
+from dataprep.arrays import strings
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import add_executor_args, start_pool_early
 from dataprep.manifest import (MANIFEST, check_input, display_path, read_manifest, upstream_path,
@@ -290,10 +291,9 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
     del band
     os.replace(w / "band" / f"{rank:05d}.tmp.npy", w / "band" / f"{rank:05d}.npy")
     np.save(w / "train" / f"{rank:05d}.npy", train)
-    pq.write_table(pa.table({"id": [i for i, _ in vals], "text": [t for _, t in vals]},
-                            schema=pa.schema([("id", pa.string()), ("text", pa.string())])),
+    pq.write_table(pa.table({"id": strings([i for i, _ in vals]), "text": strings([t for _, t in vals])}),
                    w / f"val-{rank:05d}.parquet")
-    pq.write_table(pa.table({"text": pa.array(sample, pa.string())}), w / f"sample-{rank:05d}.parquet")
+    pq.write_table(pa.table({"text": strings(sample)}), w / f"sample-{rank:05d}.parquet")
     from dataprep.executor import save_task_result
     save_task_result(work, "scan", rank, {"docs": docs, "val": len(vals), "sample": len(sample)})
 
@@ -322,10 +322,10 @@ def scan_corpus(ctx: Context) -> dict:
     res = load_task_results(work, "scan", len(units))
     val = {}
     for r in range(len(units)):
-        t = pq.read_table(work / f"val-{r:05d}.parquet")
+        t = pq.ParquetFile(work / f"val-{r:05d}.parquet").read()
         val.update(zip(t.column("id").to_pylist(), t.column("text").to_pylist()))
     sample = [x for r in range(len(units))
-              for x in pq.read_table(work / f"sample-{r:05d}.parquet").column("text").to_pylist()]
+              for x in pq.ParquetFile(work / f"sample-{r:05d}.parquet").read().column("text").to_pylist()]
     return {"val": val, "sample": sample, "docs": sum(r["docs"] for r in res), "units": units,
             "offsets": unit_offsets(units), "work": work, "minhash": mh}
 
@@ -547,7 +547,7 @@ def tokenizer_heldout(tok_path: Path, max_chars: int = 2_000_000) -> dict[str, l
         return {}
     import pyarrow.parquet as pq
 
-    t = pq.read_table(p)
+    t = pq.ParquetFile(p).read()
     if "lang" not in t.column_names or "text" not in t.column_names:
         return {}
     out: dict[str, list[str]] = {"en": [], "zh": []}
@@ -816,10 +816,12 @@ def manifest_fingerprints(data: Path) -> dict[str, str]:
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", default=str(layout.DATA), help="default: data")
+    p.add_argument("--data-dir", "--input", dest="data_dir", default=str(layout.DATA),
+                   help="the data folder it checks (default: data)")
     p.add_argument("--tokenizer", default=None,
                    help="default: the tokenizer recorded in pack_manifest.json")
-    p.add_argument("--report", default=None, help="default: DATA_DIR/verify_report.md")
+    p.add_argument("--report", "--output", dest="report", default=None,
+                   help="where the report goes (default: DATA_DIR/verify_report.md, and .json beside it)")
     p.add_argument("--windows", type=int, default=10, help="random windows to decode (default 10)")
     p.add_argument("--window-tokens", type=int, default=100, help="tokens per window (default 100)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random windows")

@@ -172,21 +172,8 @@ def _stage_pool(workers: int, start_method: str):
 
     if _POOL.get("workers") != workers:
         close_pool()
-        _POOL.update(workers=workers, pool=multiprocess.get_context(start_method).Pool(
-            workers, initializer=_warm_worker))
+        _POOL.update(workers=workers, pool=multiprocess.get_context(start_method).Pool(workers))
     return _POOL["pool"]
-
-
-def _warm_worker() -> None:
-    """Arrow's first conversion to or from numpy imports pandas (~0.3 s). A new worker
-    does it at once, while the driver is still planning the stage, rather than in its
-    first task (which is still charged the CPU, see progress.add_setup_cpu)."""
-    t = time.process_time()
-    try:
-        import pandas  # noqa: F401
-    except ImportError:
-        pass
-    prog.add_setup_cpu(time.process_time() - t)
 
 
 def close_pool() -> None:

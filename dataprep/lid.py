@@ -748,8 +748,9 @@ def _arrow_bytes(arr) -> tuple[np.ndarray, np.ndarray]:
 
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         arr = arr.cast(pa.large_string())  # string_view, dictionary, ...
-    if arr.null_count:
-        arr = arr.fill_null("")
+    from .arrays import fill_empty
+
+    arr = fill_empty(arr)
     _, offsets_buf, data_buf = arr.buffers()
     offset_type = np.dtype(np.int64 if pa.types.is_large_string(arr.type) else np.int32)
     if len(arr) == 0:

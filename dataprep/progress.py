@@ -58,16 +58,6 @@ def current_rss_mb() -> float:
         return peak_rss_mb()
 
 
-_SETUP_CPU = [0.0]
-
-
-def add_setup_cpu(seconds: float) -> None:
-    """CPU a worker spent getting ready for its tasks (imports they all need, done before
-    the first): it is counted in the next task this process starts, as if that task had
-    done it, so a phase's core use does not change with where the work happens."""
-    _SETUP_CPU[0] += seconds
-
-
 class TaskProgress:
     """The progress record of one task, written atomically into its phase's folder."""
 
@@ -76,9 +66,7 @@ class TaskProgress:
         self.rank = rank
         self.docs = 0
         self.bytes = 0
-        self._cpu0 = time.process_time() - (_SETUP_CPU[0] if folder else 0.0)
-        if folder:
-            _SETUP_CPU[0] = 0.0
+        self._cpu0 = time.process_time()
         self._t0 = time.time()
         self._last = 0.0
         if self.path:

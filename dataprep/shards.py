@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
 
+from .arrays import from_numpy, to_numpy
 from .errors import StageError
 from .layout import script_for_dir
 
@@ -162,8 +163,7 @@ def _row_sizes(table: pa.Table) -> np.ndarray:
 
     if TEXT not in table.column_names:
         return np.zeros(table.num_rows, np.int64)
-    return pc.binary_length(table.column(TEXT)).fill_null(0).to_numpy(
-        zero_copy_only=False).astype(np.int64)
+    return to_numpy(pc.binary_length(table.column(TEXT)), null=0).astype(np.int64)
 
 
 def _group_end(sizes: np.ndarray, start: int) -> int:
@@ -243,7 +243,7 @@ def filter_shard(src: str | os.PathLike, dst: str | os.PathLike, keep, batch_row
             if m.all():
                 w.write(batch)
             elif m.any():
-                w.write(batch.filter(pa.array(m)))
+                w.write(batch.filter(from_numpy(m)))
     except (pa.ArrowException, OSError) as e:
         raise StageError(f"{src}: corrupt parquet data ({_first_line(e)})") from None
     return w.close()

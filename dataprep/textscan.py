@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+
+from .arrays import strings, to_numpy
 from numba import njit
 
 _TABLES: tuple[np.ndarray, np.ndarray] | None = None
@@ -179,7 +181,7 @@ def cheap_signals(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarr
     """(chars, dup_line_share, longest_run, alnum_share) of every text of a string column
     (a null text counts as empty), equal to clean.py's functions on each str."""
     if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks else pa.array([], pa.string())
+        col = col.combine_chunks() if col.num_chunks else strings([])
     if pa.types.is_large_string(col.type):
         col = col.cast(pa.string())
     n = len(col)
@@ -193,7 +195,7 @@ def cheap_signals(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarr
     offsets = np.frombuffer(bufs[1], np.int32)[col.offset:col.offset + n + 1].astype(np.int64)
     data = (np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None
             else np.zeros(0, np.uint8))
-    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    valid = to_numpy(col.is_valid())
     alnum_t, space_t = tables()
     _scan(data, offsets, valid, alnum_t, space_t, chars, dup, run, alnum)
     return chars, dup, run, alnum

@@ -25,6 +25,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
+from .arrays import from_numpy
 from .errors import StageError
 from .shards import TEXT, _first_line, open_shard
 
@@ -206,7 +207,7 @@ def fetch_rows(units: list[Unit], offsets: np.ndarray, gidx, column: str) -> lis
         sizes = starts[groups + 1] - starts[groups]
         begin = np.concatenate([[0], np.cumsum(sizes)[:-1]])   # where each group starts in col
         pos = begin[np.searchsorted(groups, rg)] + (row[at] - starts[rg])
-        for i, v in zip(at.tolist(), col.take(pa.array(pos, pa.int64())).to_pylist()):
+        for i, v in zip(at.tolist(), col.take(from_numpy(pos.astype(np.int64))).to_pylist()):
             out[i] = v
     return out
 

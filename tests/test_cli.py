@@ -9,9 +9,9 @@ import pytest
 from conftest import run_script
 
 STAGES = ["download_data.py", "clean.py", "dedup_exact.py", "dedup_minhash.py",
-          "train_tokenizer.py", "pack_parallel.py"]
+          "train_tokenizer.py", "pack_parallel.py", "verify.py"]
 CLUSTER_STAGES = ["clean.py", "dedup_exact.py", "dedup_minhash.py", "pack_parallel.py"]
-OTHERS = ["verify.py", "minhash_demo.py", "bpe_demo.py", "compare_tokenizers.py", "bench/run_all.py"]
+OTHERS = ["minhash_demo.py", "bpe_demo.py", "compare_tokenizers.py", "bench/run_all.py"]
 
 
 @pytest.mark.parametrize("script", STAGES)
@@ -31,7 +31,8 @@ def test_other_scripts_answer_help(script):
 
 
 def test_verify_checks_a_whole_layout_flag():
-    assert "--data-dir" in run_script("verify.py", "--help").stdout
+    out = run_script("verify.py", "--help").stdout
+    assert "--data-dir DATA_DIR, --input" in out and "--report REPORT, --output" in out
 
 
 def test_bench_suite_smoke(tmp_path):

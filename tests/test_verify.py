@@ -19,7 +19,7 @@ import verify
 
 def run_verify(data: Path, tmp_path: Path, *extra):
     report = tmp_path / "report.md"
-    cp = run_script("verify.py", "--data-dir", data, "--report", report, *extra, check=False)
+    cp = run_script("verify.py", "--input", data, "--output", report, *extra, check=False)
     return cp, report
 
 
