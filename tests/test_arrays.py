@@ -1,6 +1,7 @@
 """dataprep.arrays builds and reads the same arrays as pyarrow's own calls, without
 importing pandas."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,41 @@ def test_fill_empty():
     assert fill_empty(c).to_pylist() == ["x", "", "", ""]
     ok = pa.array(["a"], pa.string())
     assert fill_empty(ok) is ok
+
+
+WATCH = '''
+import os, runpy, sys, traceback
+LOG = os.environ["PANDAS_IMPORT_LOG"]
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pandas":
+            with open(LOG, "a") as f:
+                f.write(f"pid {os.getpid()}, argv {sys.argv}:\\n"
+                        + "".join(traceback.format_stack(limit=10)) + "\\n")
+        return None
+sys.meta_path.insert(0, Watch())   # inherited by every worker the stage forks
+script = sys.argv[1]
+sys.argv = sys.argv[1:]
+runpy.run_path(script, run_name="__main__")
+'''
+
+
+def test_no_stage_imports_pandas(layout_copy, tmp_path):
+    """Every stage, first runs and reruns, driver and workers: no process imports pandas
+    (it would cost each ~0.3 s, a tenth of a rerun)."""
+    from conftest import ALL_STAGES, stage_args
+
+    watch = tmp_path / "watch.py"
+    watch.write_text(WATCH)
+    log = tmp_path / "pandas_imports.txt"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PANDAS_IMPORT_LOG": str(log)}
+    runs = [(s, stage_args(layout_copy, s, "--workers", "2")) for s, *_ in ALL_STAGES]
+    runs += [("verify.py", ["--input", layout_copy, "--output", tmp_path / "verify.md"]),
+             ("clean.py", stage_args(layout_copy, "clean.py", "--min-chars", "300")),
+             ("clean.py", stage_args(layout_copy, "clean.py", "--sweep", "min_chars=100,400")),
+             ("dedup_minhash.py", stage_args(layout_copy, "dedup_minhash.py", "--threshold", "0.85"))]
+    for script, args in runs:
+        cp = subprocess.run([sys.executable, str(watch), str(ROOT / script), *map(str, args)],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        assert cp.returncode == 0, f"{script}: {cp.stdout[-2000:]} {cp.stderr[-2000:]}"
+    assert not log.exists(), log.read_text()[:4000]
