@@ -52,8 +52,8 @@ from dataprep.progress import task_progress
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import list_shards, write_table
 from dataprep.stage import StageRun
-from dataprep.units import (Unit, describe, fetch_rows, filter_recipe, filter_unit, locate,
-                            plan_units, previous_files, read_unit, unit_offsets)
+from dataprep.units import (Unit, describe, fetch_column, fetch_rows, filter_recipe, filter_unit,
+                            locate, plan_units, previous_files, read_unit, unit_offsets)
 
 WORK = "_work"
 BYTES_PER_DOC = 32          # hi + lo + global index (24) + sort permutation (8)
@@ -308,10 +308,11 @@ def largest_groups(kept: np.ndarray, n: int = 5) -> list[tuple[int, int]]:
     return [(int(first[i]), int(counts[i]) + 1) for i in order]
 
 
-def shard_rows_of(units: list[Unit], offsets: np.ndarray, gidx) -> tuple[list[str], np.ndarray]:
-    """Global indices -> (input shard file name, row within that shard)."""
+def shard_rows_of(units: list[Unit], offsets: np.ndarray, gidx) -> tuple[pa.Array, np.ndarray]:
+    """Global indices -> (input shard file name, as an Arrow string array; row within
+    that shard)."""
     u, r = locate(offsets, gidx)
-    names = np.array([Path(x.shard).name for x in units], dtype=object)[u].tolist()
+    names = strings([Path(x.shard).name for x in units]).take(from_numpy(u, pa.int64()))
     return names, np.array([x.row_start for x in units], np.int64)[u] + r
 
 
@@ -319,12 +320,11 @@ def build_report(units, offsets, dup, kept, counts, staging: Path, partitions: i
     """Save report/removed.parquet and report/dedup_exact_stats.{json,md}; return the text."""
     rep = staging / "report"
     rep.mkdir(exist_ok=True)
-    ids = fetch_rows(units, offsets, dup, "id")
-    kept_ids = fetch_rows(units, offsets, kept, "id")
+    ids = fetch_column(units, offsets, dup, "id").combine_chunks()
+    kept_ids = fetch_column(units, offsets, kept, "id").combine_chunks()
     s, r = shard_rows_of(units, offsets, dup)
     write_table(rep / "removed.parquet", pa.table({
-        "id": strings(ids), "kept_id": strings(kept_ids),
-        "shard": strings(s), "row": from_numpy(r, pa.int64())}))
+        "id": ids, "kept_id": kept_ids, "shard": s, "row": from_numpy(r, pa.int64())}))
 
     groups = largest_groups(kept)
     g_text = fetch_rows(units, offsets, [g for g, _ in groups], "text")
@@ -332,7 +332,8 @@ def build_report(units, offsets, dup, kept, counts, staging: Path, partitions: i
     group_rows = [[i, c, snippet(t, 70)] for (g, c), i, t in zip(groups, g_ids, g_text)]
     ex_n = min(5, len(dup))
     ex_text = fetch_rows(units, offsets, dup[:ex_n], "text")
-    examples = [{"id": ids[i], "kept_id": kept_ids[i], "text": snippet(ex_text[i])} for i in range(ex_n)]
+    examples = [{"id": ids[i].as_py(), "kept_id": kept_ids[i].as_py(), "text": snippet(ex_text[i])}
+                for i in range(ex_n)]
 
     c = counts
     rows = [["documents", c["docs_in"], c["docs_out"], pct(c["docs_out"], c["docs_in"])],

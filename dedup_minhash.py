@@ -68,7 +68,7 @@ import pyarrow.compute as pc
 from numba import njit
 
 from dataprep import layout
-from dataprep.arrays import from_numpy, strings
+from dataprep.arrays import from_numpy
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, run_tasks, save_task_result,
                                start_pool_early)
@@ -80,7 +80,8 @@ from dataprep.progress import task_progress
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import link_or_copy, list_shards, write_table
 from dataprep.stage import StageRun
-from dataprep.units import Unit, describe, fetch_rows, locate, plan_units, read_unit, unit_offsets
+from dataprep.units import (Unit, describe, fetch_column, fetch_rows, locate, plan_units, read_unit,
+                            unit_offsets)
 from dedup_exact import filter_phase, normalise, save_npy, shard_rows_of, snippet
 
 WORK = "_work"
@@ -821,18 +822,18 @@ def report_rows(units, offsets, sigs, root, removed, kept_of, sims, staging: Pat
     members_of = [np.nonzero(root == k)[0][:3] for k, _ in clusters_]
     ex_n = min(5, len(removed))
     shown = np.concatenate([*members_of, removed[:ex_n]]).astype(np.int64)
-    got_ids = fetch_rows(units, offsets, np.concatenate([removed, kept_of, shown]), "id")
-    ids, kept_ids = got_ids[:len(removed)], got_ids[len(removed):2 * len(removed)]
-    shown_ids = got_ids[2 * len(removed):]
+    got_ids = fetch_column(units, offsets, np.concatenate([removed, kept_of, shown]), "id")
+    ids = got_ids.slice(0, len(removed)).combine_chunks()
+    kept_ids = got_ids.slice(len(removed), len(removed)).combine_chunks()
+    shown_ids = got_ids.slice(2 * len(removed)).to_pylist()
     shown_text = fetch_rows(units, offsets, shown, "text")
     size = np.bincount(root, minlength=len(root))
     s, r = shard_rows_of(units, offsets, removed)
     ks, kr = shard_rows_of(units, offsets, kept_of)
     write_table(rep / "removed.parquet", pa.table({
-        "id": strings(ids), "kept_id": strings(kept_ids),
-        "similarity": from_numpy(sims, pa.float64()),
-        "shard": strings(s), "row": from_numpy(r, pa.int64()),
-        "kept_shard": strings(ks), "kept_row": from_numpy(kr, pa.int64()),
+        "id": ids, "kept_id": kept_ids, "similarity": from_numpy(sims, pa.float64()),
+        "shard": s, "row": from_numpy(r, pa.int64()),
+        "kept_shard": ks, "kept_row": from_numpy(kr, pa.int64()),
         "cluster_size": from_numpy(size[kept_of], pa.int64())}))
 
     lines, md_clusters, js_clusters = [], [], []
@@ -852,7 +853,8 @@ def report_rows(units, offsets, sigs, root, removed, kept_of, sims, staging: Pat
         js_clusters.append(entry)
         md_clusters.append([mids[0], sz, snippet(texts[0], 100)])
     ex_text = shown_text[at:]
-    examples = [{"id": ids[i], "kept_id": kept_ids[i], "similarity": round(float(sims[i]), 4),
+    examples = [{"id": ids[i].as_py(), "kept_id": kept_ids[i].as_py(),
+                 "similarity": round(float(sims[i]), 4),
                  "text": snippet(ex_text[i])} for i in range(ex_n)]
     return {"lines": lines, "md_clusters": md_clusters, "js_clusters": js_clusters,
             "examples": examples, "cluster_sizes": cluster_size_counts(kept_of)}

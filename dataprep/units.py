@@ -179,18 +179,19 @@ def locate(offsets: np.ndarray, gidx) -> tuple[np.ndarray, np.ndarray]:
     return unit, gidx - offsets[unit]
 
 
-def fetch_rows(units: list[Unit], offsets: np.ndarray, gidx, column: str) -> list:
-    """Values of `column` at the given global indices, reading only the row groups that
-    hold them (a report's few examples never load a whole shard): each shard's footer
-    once, each row group once."""
+def fetch_column(units: list[Unit], offsets: np.ndarray, gidx, column: str) -> pa.ChunkedArray:
+    """The values of `column` at the given global indices, in their order, as Arrow
+    (no Python object per value), reading only the row groups that hold them: each
+    shard's footer once, each row group once (a report's examples never load a shard)."""
     gidx = np.asarray(gidx, dtype=np.int64)
-    out: list = [None] * len(gidx)
     if len(gidx) == 0:
-        return out
+        typ = open_shard(units[0].shard).schema_arrow.field(column).type if units else pa.string()
+        return pa.chunked_array([], type=typ)
     unit, local = locate(offsets, gidx)
     row = np.array([u.row_start for u in units], np.int64)[unit] + local
     shard_ids = {}
     shard_of = np.array([shard_ids.setdefault(u.shard, len(shard_ids)) for u in units])[unit]
+    pieces, where = [], []
     for shard, sid in shard_ids.items():
         at = np.flatnonzero(shard_of == sid)
         if len(at) == 0:
@@ -207,9 +208,17 @@ def fetch_rows(units: list[Unit], offsets: np.ndarray, gidx, column: str) -> lis
         sizes = starts[groups + 1] - starts[groups]
         begin = np.concatenate([[0], np.cumsum(sizes)[:-1]])   # where each group starts in col
         pos = begin[np.searchsorted(groups, rg)] + (row[at] - starts[rg])
-        for i, v in zip(at.tolist(), col.take(from_numpy(pos.astype(np.int64))).to_pylist()):
-            out[i] = v
-    return out
+        pieces.append(col.take(from_numpy(pos, pa.int64())))
+        where.append(at)
+    got = pa.chunked_array([c for p in pieces for c in p.chunks], type=pieces[0].type)
+    order = np.empty(len(gidx), np.int64)      # got's i-th value belongs at where[i]
+    order[np.concatenate(where)] = np.arange(len(gidx))
+    return got.take(from_numpy(order))
+
+
+def fetch_rows(units: list[Unit], offsets: np.ndarray, gidx, column: str) -> list:
+    """fetch_column as a list of Python values."""
+    return fetch_column(units, offsets, gidx, column).to_pylist()
 
 
 WRITER = f"pyarrow {pa.__version__}, shards v1"  # what decides a written shard's bytes

@@ -14,7 +14,7 @@ import pytest
 from conftest import SAMPLE, run_script
 from dataprep import progress
 from dataprep.shards import ROW_GROUP_BYTES, ShardWriter, list_shards
-from dataprep.units import fetch_rows, plan_units, read_unit, split_row_groups, unit_offsets
+from dataprep.units import fetch_column, fetch_rows, plan_units, read_unit, split_row_groups, unit_offsets
 
 
 def _texts(n: int, size: int) -> list[str]:
@@ -65,6 +65,13 @@ def test_units_cover_every_row_once_in_corpus_order(tmp_path):
     assert off[-1] == len(texts) + 2
     got = fetch_rows(units, off, [0, 12_345, len(texts) + 1], "id")
     assert got == ["0", "12345", "b1"]
+    # any order, repeats, across shards and row groups; Arrow out, in the order asked
+    all_ids = [str(i) for i in range(len(texts))] + ["b0", "b1"]
+    ask = np.random.default_rng(3).integers(0, len(all_ids), 500)
+    col = fetch_column(units, off, ask, "id")
+    assert col.type == pa.string() and col.to_pylist() == [all_ids[i] for i in ask]
+    assert fetch_column(units, off, [], "text").type == pa.string()
+    assert len(fetch_column(units, off, np.array([], np.int64), "id")) == 0
     assert plan_units(list_shards(tmp_path), task_mb=2) == units  # fixed by the data
 
 
