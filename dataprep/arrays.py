@@ -48,15 +48,30 @@ def from_numpy(values, type: pa.DataType | None = None, mask=None) -> pa.Array:
                                  null_count=-1 if valid is not None else 0)
 
 
-def strings(values: Sequence[str | None]) -> pa.Array:
-    """A list of str (None for null) as an Arrow string array."""
+def strings(values: Sequence[str | None], max_bytes: int = 2**31 - 1
+            ) -> pa.Array | pa.ChunkedArray:
+    """A list of str (None for null) as an Arrow string array; as several, chunked, when
+    the text is more than one string array holds (`max_bytes`, 2 GB)."""
     encoded = [b"" if v is None else v.encode("utf-8") for v in values]
+    ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
+    if len(ends) == 0 or ends[-1] <= max_bytes:
+        return _string_array(encoded, [v is None for v in values])
+    chunks, start = [], 0
+    while start < len(encoded):
+        base = ends[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends, base + max_bytes, side="right")))
+        chunks.append(_string_array(encoded[start:stop], [v is None for v in values[start:stop]]))
+        start = stop
+    return pa.chunked_array(chunks, pa.string())
+
+
+def _string_array(encoded: list[bytes], nulls: list[bool]) -> pa.Array:
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum([len(b) for b in encoded], out=offsets[1:])
     if offsets[-1] >= 2**31:
-        raise ValueError(f"strings: {offsets[-1]} bytes do not fit one string array")
-    nulls = np.fromiter((v is None for v in values), bool, len(encoded))
-    valid = _bits(~nulls) if nulls.any() else None
+        raise ValueError(f"a text of {offsets[-1]:,} bytes is more than a string array holds")
+    null = np.asarray(nulls, dtype=bool)
+    valid = _bits(~null) if null.any() else None
     return pa.Array.from_buffers(
         pa.string(), len(encoded),
         [valid, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(encoded))],

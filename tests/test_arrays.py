@@ -121,3 +121,13 @@ def test_no_stage_imports_pandas(layout_copy, tmp_path):
                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
         assert cp.returncode == 0, f"{script}: {cp.stdout[-2000:]} {cp.stderr[-2000:]}"
     assert not log.exists(), log.read_text()[:4000]
+
+
+def test_strings_past_one_array_are_chunked():
+    vals = ["abc", None, "defgh", "", "ij", "klmnopq", "r"]
+    got = strings(vals, max_bytes=6)
+    assert isinstance(got, pa.ChunkedArray) and got.num_chunks > 1
+    assert got.to_pylist() == vals and got.type == pa.string()
+    assert all(sum(len(v or "") for v in c.to_pylist()) <= 6 or len(c) == 1 for c in got.chunks)
+    assert strings(vals, max_bytes=1).to_pylist() == vals     # a longer text is a chunk alone
+    assert isinstance(strings(vals), pa.Array)
