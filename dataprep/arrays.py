@@ -51,31 +51,27 @@ def from_numpy(values, type: pa.DataType | None = None, mask=None) -> pa.Array:
 def strings(values: Sequence[str | None], max_bytes: int = 2**31 - 1
             ) -> pa.Array | pa.ChunkedArray:
     """A list of str (None for null) as an Arrow string array; as several, chunked, when
-    the text is more than one string array holds (`max_bytes`, 2 GB)."""
+    the text is more than one string array holds (`max_bytes`, 2 GB; a longer single
+    text is an error)."""
     encoded = [b"" if v is None else v.encode("utf-8") for v in values]
-    ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
-    if len(ends) == 0 or ends[-1] <= max_bytes:
-        return _string_array(encoded, [v is None for v in values])
+    null = np.fromiter((v is None for v in values), bool, len(encoded))
+    ends = np.zeros(len(encoded) + 1, dtype=np.int64)   # ends[i]: bytes before text i
+    np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=ends[1:])
     chunks, start = [], 0
-    while start < len(encoded):
-        base = ends[start - 1] if start else 0
-        stop = max(start + 1, int(np.searchsorted(ends, base + max_bytes, side="right")))
-        chunks.append(_string_array(encoded[start:stop], [v is None for v in values[start:stop]]))
+    while start < len(encoded) or not chunks:
+        # as many texts as fit in max_bytes, at least one
+        fit = int(np.searchsorted(ends, ends[start] + max_bytes, side="right")) - 1
+        stop = min(max(start + 1, fit), len(encoded))
+        offsets = ends[start:stop + 1] - ends[start]
+        if offsets[-1] >= 2**31:
+            raise ValueError(f"a text of {offsets[-1]:,} bytes is more than a string array holds")
+        valid = _bits(~null[start:stop]) if null[start:stop].any() else None
+        data = pa.py_buffer(b"".join(encoded[start:stop]))
+        chunks.append(pa.Array.from_buffers(pa.string(), stop - start,
+                                            [valid, pa.py_buffer(offsets.astype(np.int32)), data],
+                                            null_count=-1 if valid is not None else 0))
         start = stop
-    return pa.chunked_array(chunks, pa.string())
-
-
-def _string_array(encoded: list[bytes], nulls: list[bool]) -> pa.Array:
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum([len(b) for b in encoded], out=offsets[1:])
-    if offsets[-1] >= 2**31:
-        raise ValueError(f"a text of {offsets[-1]:,} bytes is more than a string array holds")
-    null = np.asarray(nulls, dtype=bool)
-    valid = _bits(~null) if null.any() else None
-    return pa.Array.from_buffers(
-        pa.string(), len(encoded),
-        [valid, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(encoded))],
-        null_count=-1 if valid is not None else 0)
+    return chunks[0] if len(chunks) == 1 else pa.chunked_array(chunks, pa.string())
 
 
 def to_numpy(col: pa.Array | pa.ChunkedArray, null=None) -> np.ndarray:
