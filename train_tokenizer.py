@@ -311,7 +311,9 @@ def iter_sample(staging: Path, tasks: int, batch: int = BATCH):
 def read_heldout(staging: Path, tasks: int) -> pa.Table:
     parts = [open_shard(staging / SAMPLE_DIR / f"heldout-{r:05d}.parquet", require=("text",))
              .read(columns=["text", "lang"]) for r in range(tasks)]
-    return pa.concat_tables(parts) if parts else pa.table({"text": strings([]), "lang": strings([])})
+    if not parts:
+        return pa.table({"text": strings([]), "lang": strings([])})
+    return pa.concat_tables(parts)
 
 
 # --------------------------------------------------------------------------------------

@@ -291,8 +291,8 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
     del band
     os.replace(w / "band" / f"{rank:05d}.tmp.npy", w / "band" / f"{rank:05d}.npy")
     np.save(w / "train" / f"{rank:05d}.npy", train)
-    pq.write_table(pa.table({"id": strings([i for i, _ in vals]), "text": strings([t for _, t in vals])}),
-                   w / f"val-{rank:05d}.parquet")
+    pq.write_table(pa.table({"id": strings([i for i, _ in vals]),
+                             "text": strings([t for _, t in vals])}), w / f"val-{rank:05d}.parquet")
     pq.write_table(pa.table({"text": strings(sample)}), w / f"sample-{rank:05d}.parquet")
     from dataprep.executor import save_task_result
     save_task_result(work, "scan", rank, {"docs": docs, "val": len(vals), "sample": len(sample)})

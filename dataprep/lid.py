@@ -16,8 +16,9 @@ computes, as a Python float), for every text. What is reproduced, from the C++ s
 densematrix.cc, vector.cc) and checked against the compiled wheel's machine code:
 
 * the model file (read by dataprep.ftz): Args, Dictionary (words, labels, the
-  pruned-bucket index of a quantized model), the input matrix (dense, or product-quantized with quantized norms)
-  and the output matrix (dense, or quantized when qout);
+  pruned-bucket index of a quantized model), the input matrix (dense, or
+  product-quantized with quantized norms) and the output matrix (dense, or quantized
+  when qout);
 * tokenising (Dictionary::readWord / getLine): words are split on the bytes
   ' ' \\n \\r \\t \\v \\f \\0 (a newline is an ordinary separator here, as after
   clean's replace), the end of the text is the token "</s>", and a literal "</s>" in

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+from numba import njit
 
 from .arrays import strings, to_numpy
-from numba import njit
 
 _TABLES: tuple[np.ndarray, np.ndarray] | None = None
 

@@ -54,12 +54,17 @@ class Unit:
         return f"part-{self.index:05d}.parquet"
 
 
+def _group_rows(md) -> np.ndarray:
+    """Rows of every row group, from a shard's footer."""
+    return np.array([md.row_group(i).num_rows for i in range(md.num_row_groups)], np.int64)
+
+
 def _row_group_sizes(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """(rows, text bytes) of every row group of a shard, from its footer alone."""
     pf = open_shard(path)
     md = pf.metadata
     col = pf.schema_arrow.get_field_index(TEXT)
-    rows = np.array([md.row_group(i).num_rows for i in range(md.num_row_groups)], np.int64)
+    rows = _group_rows(md)
     size = np.array([md.row_group(i).column(col).total_uncompressed_size
                      for i in range(md.num_row_groups)], np.int64)
     return rows, size
@@ -197,8 +202,7 @@ def fetch_column(units: list[Unit], offsets: np.ndarray, gidx, column: str) -> p
         if len(at) == 0:
             continue
         pf = open_shard(shard)
-        md = pf.metadata
-        starts = np.cumsum([0] + [md.row_group(i).num_rows for i in range(md.num_row_groups)])
+        starts = np.concatenate([[0], np.cumsum(_group_rows(pf.metadata))])
         rg = np.searchsorted(starts, row[at], side="right") - 1
         groups = np.unique(rg)
         try:   # the needed row groups, one after another in one table
