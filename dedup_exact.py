@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 import xxhash
 
 from dataprep import layout
-from dataprep.arrays import from_numpy, strings
+from dataprep.arrays import combine, from_numpy, strings
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, save_task_result,
                                start_pool_early)
@@ -52,8 +52,8 @@ from dataprep.progress import task_progress
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import list_shards, write_table
 from dataprep.stage import StageRun
-from dataprep.units import (Unit, describe, fetch_column, fetch_rows, filter_recipe, filter_unit,
-                            locate, plan_units, previous_files, read_unit, unit_offsets)
+from dataprep.units import (Unit, describe, fetch_column, filter_recipe, filter_unit, locate,
+                            plan_units, previous_files, read_unit, unit_offsets)
 
 WORK = "_work"
 BYTES_PER_DOC = 32          # hi + lo + global index (24) + sort permutation (8)
@@ -261,26 +261,41 @@ def keep_mask(dup: np.ndarray, lo: int, hi: int) -> np.ndarray:
 
 def filter_task(rank: int, world_size: int, units: list[dict], offsets: list[int],
                 staging: str, drop: str = "dup.npy", input_fingerprint: str | None = None,
-                previous: dict | None = None) -> None:
+                previous: dict | None = None, pick: list[str] = ()) -> None:
     """Copy unit `rank` without the rows whose global index is in the sorted array
     _work/<drop> (dedup_minhash.py uses this task too, with its own list). A file of the
-    previous output with the same recipe is reused (dataprep.units.filter_unit)."""
-    dup = np.load(Path(staging) / WORK / drop, mmap_mode="r")
+    previous output with the same recipe is reused (dataprep.units.filter_unit).
+
+    For each column of `pick`, the values at the global rows _work/pick_<column>.npy that
+    fall in this unit are saved for the report (Picked): the task reads them anyway."""
+    work = Path(staging) / WORK
+    dup = np.load(work / drop, mmap_mode="r")
     lo, hi = offsets[rank], offsets[rank + 1]
     unit = Unit(**units[rank])
+    rows = {}
+    for col in pick:
+        want = np.load(work / f"pick_{col}.npy", mmap_mode="r")
+        a, b = np.searchsorted(want, [lo, hi])
+        rows[col] = np.asarray(want[a:b], np.int64) - lo
     rec = filter_unit(unit, Path(staging) / unit.name, keep_mask(dup, lo, hi), input_fingerprint,
-                      (previous or {}).get(unit.name))
+                      (previous or {}).get(unit.name), pick=rows if pick else None)
+    for col, values in rec.pop("picked", {}).items():
+        save_arrow(work / "picked" / f"{col}-{rank:05d}.arrow", pa.table({col: values}))
     task_progress().add(hi - lo, rec["text_bytes"])
     save_task_result(staging, "filter", rank, rec)
 
 
 def filter_phase(run: StageRun, args, units: list[Unit], offsets: np.ndarray,
-                 drop: str) -> list[dict]:
+                 drop: str, pick: dict[str, np.ndarray] | None = None) -> list[dict]:
     """The filter phase of both dedup stages: one task per unit, copying its kept rows.
 
     A rerun that changes no unit's rows (the previous output's recipes all match) only
-    checks and links the previous files, in this process rather than in a worker pool."""
+    checks and links the previous files, in this process rather than in a worker pool.
+    pick ({column: global rows}): the tasks also keep those rows' values, for the report
+    to read with Picked instead of reading the input again."""
     staging = run.staging
+    for col, rows in (pick or {}).items():
+        save_npy(staging / WORK / f"pick_{col}.npy", np.unique(np.asarray(rows, np.int64)))
     previous = previous_files(run.output, run.input_fingerprint)
     dup = np.load(staging / WORK / drop, mmap_mode="r")
     unchanged = bool(previous) and all(
@@ -291,8 +306,46 @@ def filter_phase(run: StageRun, args, units: list[Unit], offsets: np.ndarray,
                  total_docs=int(offsets[-1]), total_bytes=sum(u.text_bytes for u in units),
                  units=[u.to_dict() for u in units], offsets=[int(x) for x in offsets],
                  staging=str(staging), drop=drop, input_fingerprint=run.input_fingerprint,
-                 previous=previous)
+                 previous=previous, pick=[] if unchanged else sorted(pick or {}))
+    for col in pick or {}:   # one file per column, in the order of its rows
+        parts = staging / WORK / "picked"
+        if unchanged or not units:   # no task read the input: read those rows here
+            values = fetch_column(units, offsets, np.load(staging / WORK / f"pick_{col}.npy"), col)
+        else:
+            values = pa.concat_tables([load_arrow(parts / f"{col}-{r:05d}.arrow")
+                                       for r in range(len(units))]).column(col)
+        save_arrow(parts / f"{col}.arrow", pa.table({col: values}))
     return load_task_results(staging, "filter", len(units))
+
+
+def save_arrow(path: Path, table: pa.Table) -> None:
+    """A small Arrow file (uncompressed, memory-mappable), written atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with pa.OSFile(str(tmp), "wb") as f, pa.ipc.new_file(f, table.schema) as w:
+        w.write_table(table)
+    os.replace(tmp, path)
+
+
+def load_arrow(path: Path) -> pa.Table:
+    return pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+
+
+class Picked:
+    """The values of `column` that filter_phase picked, looked up by global row."""
+
+    def __init__(self, staging: Path, column: str):
+        work = Path(staging) / WORK
+        self.rows = np.load(work / f"pick_{column}.npy")
+        self.values = load_arrow(work / "picked" / f"{column}.arrow").column(column)
+
+    def at(self, gidx) -> pa.Array:
+        """The values at global rows `gidx` (any order, repeats allowed; each one picked)."""
+        gidx = np.asarray(gidx, np.int64)
+        pos = np.searchsorted(self.rows, gidx)
+        if len(gidx) and (pos.max() >= len(self.rows) or (self.rows[pos] != gidx).any()):
+            raise ValueError(f"{self.values.type} rows asked for were not picked")
+        return combine(self.values.take(from_numpy(pos, pa.int64())))
 
 
 # --------------------------------------------------------------------------------------
@@ -316,22 +369,32 @@ def shard_rows_of(units: list[Unit], offsets: np.ndarray, gidx) -> tuple[pa.Arra
     return names, np.array([x.row_start for x in units], np.int64)[u] + r
 
 
+EXAMPLES = 5   # removed documents shown in the report
+
+
+def report_picks(dup: np.ndarray, kept: np.ndarray) -> dict[str, np.ndarray]:
+    """The global rows whose id and text the report shows, picked by the filter tasks."""
+    shown = np.array([g for g, _ in largest_groups(kept)] + list(dup[:EXAMPLES]), np.int64)
+    return {"id": np.concatenate([dup, kept, shown]), "text": shown}
+
+
 def build_report(units, offsets, dup, kept, counts, staging: Path, partitions: int) -> str:
-    """Save report/removed.parquet and report/dedup_exact_stats.{json,md}; return the text."""
+    """Save report/removed.parquet and report/dedup_exact_stats.{json,md}; return the text.
+    Ids and texts come from the filter tasks (report_picks)."""
     rep = staging / "report"
     rep.mkdir(exist_ok=True)
-    ids = fetch_column(units, offsets, dup, "id").combine_chunks()
-    kept_ids = fetch_column(units, offsets, kept, "id").combine_chunks()
+    id_of, text_of = Picked(staging, "id"), Picked(staging, "text")
+    ids, kept_ids = id_of.at(dup), id_of.at(kept)
     s, r = shard_rows_of(units, offsets, dup)
     write_table(rep / "removed.parquet", pa.table({
         "id": ids, "kept_id": kept_ids, "shard": s, "row": from_numpy(r, pa.int64())}))
 
     groups = largest_groups(kept)
-    g_text = fetch_rows(units, offsets, [g for g, _ in groups], "text")
-    g_ids = fetch_rows(units, offsets, [g for g, _ in groups], "id")
+    g_text = text_of.at([g for g, _ in groups]).to_pylist()
+    g_ids = id_of.at([g for g, _ in groups]).to_pylist()
     group_rows = [[i, c, snippet(t, 70)] for (g, c), i, t in zip(groups, g_ids, g_text)]
-    ex_n = min(5, len(dup))
-    ex_text = fetch_rows(units, offsets, dup[:ex_n], "text")
+    ex_n = min(EXAMPLES, len(dup))
+    ex_text = text_of.at(dup[:ex_n]).to_pylist()
     examples = [{"id": ids[i].as_py(), "kept_id": kept_ids[i].as_py(), "text": snippet(ex_text[i])}
                 for i in range(ex_n)]
 
@@ -413,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
             save_npy(work / "partitions.npy", np.array(partitions))
             save_npy(work / "dup.npy", dup)  # last: its presence marks the phase done
 
-    records = filter_phase(run, args, units, offsets, "dup.npy")
+    records = filter_phase(run, args, units, offsets, "dup.npy", pick=report_picks(dup, kept))
 
     counts = {
         "docs_in": int(offsets[-1]), "docs_out": sum(r["rows"] for r in records),

@@ -41,7 +41,9 @@ not change is reused as it is. `--sweep threshold=0.7,0.8,0.9`
 prints what each threshold would remove, and the pairs that change fate between
 neighbouring values, without writing any output.
 
-The signature kernel is compiled with numba (cached on disk after the first run). Each
+The signature kernel is compiled with numba (cached on disk after the first run; numba
+itself is imported only when a kernel first runs, so a rerun that reuses every signature
+never loads the compiler). Each
 of the k hash functions is h_i(x) = ((a_i * x + b_i) mod 2^64) >> 32 on a 32-bit
 shingle hash x (multiply-add-shift, a strongly universal family, no modulo), computed
 exactly in 32-bit SIMD lanes that AVX2 has (see _min_hashes), once per distinct shingle
@@ -65,7 +67,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba import njit
 
 from dataprep import layout
 from dataprep.arrays import from_numpy
@@ -80,9 +81,9 @@ from dataprep.progress import task_progress
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import link_or_copy, list_shards, write_table
 from dataprep.stage import StageRun
-from dataprep.units import (Unit, describe, fetch_column, fetch_rows, locate, plan_units, read_unit,
+from dataprep.units import (Unit, describe, fetch_rows, locate, plan_units, read_unit,
                             unit_offsets)
-from dedup_exact import filter_phase, normalise, save_npy, shard_rows_of, snippet
+from dedup_exact import EXAMPLES, Picked, filter_phase, normalise, save_npy, shard_rows_of, snippet
 
 WORK = "_work"
 BATCH_ROWS = 2048
@@ -96,6 +97,36 @@ EMPTY = np.uint32(0xFFFFFFFF)
 # the k hash functions run in 32-bit lanes (see _min_hashes), so they vectorise on AVX2.
 # --------------------------------------------------------------------------------------
 
+class _Kernel:
+    """A kernel numba has not compiled yet. Its first call compiles every kernel of this
+    module (compile_kernels), then runs the compiled one. `py_func` is the Python code."""
+
+    def __init__(self, fn, options: dict):
+        self.py_func, self.options = fn, options
+
+    def __call__(self, *args):
+        compile_kernels()
+        return globals()[self.py_func.__name__](*args)
+
+
+def kernel(**options):
+    """@kernel(...) is @numba.njit(...), applied on first use: importing numba takes 0.2 s,
+    more than a rerun that reuses every signature spends on its own work."""
+    return lambda fn: _Kernel(fn, options)
+
+
+def compile_kernels() -> None:
+    """Replace each kernel of this module by numba's compiled version (cached on disk).
+    All at once, because a kernel calls others by their global names."""
+    g = globals()
+    lazy = [name for name, value in g.items() if isinstance(value, _Kernel)]
+    if lazy:
+        from numba import njit
+
+        for name in lazy:
+            g[name] = njit(**g[name].options)(g[name].py_func)
+
+
 BLOCK = 512                  # shingles hashed together; the k functions run on 1-2 blocks
 SEEN_SLOTS = 1 << 14         # the table of a text's shingle hashes seen so far: at most 64 KB
 SPECIAL = np.uint32(0xFFFFFFFF)   # in _char_map: a character left to normalise()
@@ -105,7 +136,7 @@ LOW32 = np.uint64(0xFFFFFFFF)
 SHIFT32 = np.uint64(32)
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _fmix64(h):
     """MurmurHash3's finaliser: spreads every input bit over all 64 output bits."""
     h ^= h >> np.uint64(33)
@@ -116,7 +147,7 @@ def _fmix64(h):
     return h
 
 
-@njit(cache=True, inline="always")
+@kernel(cache=True, inline="always")
 def _shingle_hash(cp, start, stop):
     """32-bit hash of the code points cp[start:stop] (FNV-1a style, then fmix64)."""
     h = FNV_OFFSET
@@ -126,7 +157,7 @@ def _shingle_hash(cp, start, stop):
     return _fmix64(h) >> SHIFT32
 
 
-@njit(cache=True)
+@kernel(cache=True)
 def _hash_shingles(cp, start, count, n, hs):
     """hs[j] = _shingle_hash(cp, start + j, start + j + n) for j < count, computed one
     character position at a time for all count shingles: independent multiplies that
@@ -140,7 +171,7 @@ def _hash_shingles(cp, start, count, n, hs):
         hs[j] = _fmix64(hs[j] ^ np.uint64(n)) >> SHIFT32
 
 
-@njit(cache=True)
+@kernel(cache=True)
 def _split_multipliers(a):
     """a_i = a_hi * 2^32 + a_lo -> the uint32 arrays (a_lo, a_hi)."""
     a_lo = np.empty(a.shape[0], np.uint32)
@@ -151,7 +182,7 @@ def _split_multipliers(a):
     return a_lo, a_hi
 
 
-@njit(cache=True)
+@kernel(cache=True)
 def _min_hashes(xs, count, a_lo, a_hi, b, acc):
     """acc[i] = min(acc[i], h_i(x)) over x in xs[:count], h_i(x) = ((a_i*x + b_i) mod 2^64) >> 32.
 
@@ -172,7 +203,7 @@ def _min_hashes(xs, count, a_lo, a_hi, b, acc):
         acc[i] = m
 
 
-@njit(cache=True)
+@kernel(cache=True)
 def _clear_seen(seen, shingles):
     """Empty the first slots of the seen-table, about 4 per shingle; returns the slot mask."""
     size = 64
@@ -182,7 +213,7 @@ def _clear_seen(seen, shingles):
     return np.uint32(size - 1)
 
 
-@njit(cache=True)
+@kernel(cache=True)
 def _keep_unseen(hs, count, seen, mask, xs, kept):
     """Append to xs[kept:] the hashes of hs[:count] not seen before in this text; returns
     the new kept. The table is direct-mapped and lossy: a collision only lets a repeated
@@ -197,7 +228,7 @@ def _keep_unseen(hs, count, seen, mask, xs, kept):
     return kept
 
 
-@njit(cache=True)
+@kernel(cache=True)
 def _sign_text(cp, start, stop, n, a_lo, a_hi, b, acc, hs, xs, seen):
     """acc = min(acc, MinHash of the normalised code points cp[start:stop]).
 
@@ -221,7 +252,7 @@ def _sign_text(cp, start, stop, n, a_lo, a_hi, b, acc, hs, xs, seen):
     _min_hashes(xs, kept, a_lo, a_hi, b, acc)
 
 
-@njit(cache=True)
+@kernel(cache=True)
 def _normalise_into(cp, start, stop, char_map, buf):
     """buf[:m] = normalise(text) for the code points cp[start:stop]; returns m, or -1 if
     the text holds a character _char_map cannot lower alone (then normalise() must).
@@ -242,7 +273,7 @@ def _normalise_into(cp, start, stop, char_map, buf):
     return -1 if special else m
 
 
-@njit(cache=True)
+@kernel(cache=True)
 def _sig_texts(cp, offsets, n, a, b, out):
     """Signatures of normalised texts given as code points cp[offsets[d]:offsets[d+1]].
 
@@ -256,7 +287,7 @@ def _sig_texts(cp, offsets, n, a, b, out):
         _sign_text(cp, offsets[d], offsets[d + 1], n, a_lo, a_hi, b, out[d], hs, xs, seen)
 
 
-@njit(cache=True)
+@kernel(cache=True)
 def _sig_raw_texts(cp, offsets, n, a, b, char_map, out, lens):
     """Signatures of raw texts: each is normalised here first (see _normalise_into).
 
@@ -277,7 +308,7 @@ def _sig_raw_texts(cp, offsets, n, a, b, char_map, out, lens):
             _sign_text(buf, 0, m, n, a_lo, a_hi, b, out[d], hs, xs, seen)
 
 
-@njit(cache=True)
+@kernel(cache=True)
 def _sig_hashed(x, offsets, a, b, out):
     """Signatures of sets given directly as 32-bit shingle hashes (used by the demo's
     simulation of pairs with an exact Jaccard similarity)."""
@@ -287,7 +318,7 @@ def _sig_hashed(x, offsets, a, b, out):
         _min_hashes(x[s:e], e - s, a_lo, a_hi, b, out[d])
 
 
-@njit(cache=True)
+@kernel(cache=True)
 def _band_hashes(sig, bands, rows, out):
     """out[j, d] = 64-bit hash of band j (rows r values) of signature d."""
     for d in range(sig.shape[0]):
@@ -491,7 +522,7 @@ def candidate_probability(s, bands: int, rows: int):
 # LSH buckets by sorting, and union-find.
 # --------------------------------------------------------------------------------------
 
-@njit(cache=True)
+@kernel(cache=True)
 def _bucket_pairs_into(h, order, all_pairs_max, out, fill):
     """Count (fill=False) or write (fill=True) the candidate pairs; returns the count."""
     n = order.shape[0]
@@ -812,21 +843,34 @@ def cluster_size_counts(kept_of: np.ndarray) -> dict[str, int]:
     return {str(int(s)): int(k) for s, k in zip(sizes, n)}
 
 
+def shown_rows(root: np.ndarray, removed: np.ndarray) -> np.ndarray:
+    """The documents the report shows whole: three of each of the largest clusters, then
+    the first removed ones."""
+    members_of = [np.nonzero(root == k)[0][:3] for k, _ in largest_clusters(root)]
+    return np.concatenate([*members_of, removed[:EXAMPLES]]).astype(np.int64)
+
+
+def report_picks(root, removed, kept_of) -> dict[str, np.ndarray]:
+    """The global rows whose id and text the report shows, picked by the filter tasks
+    (dedup_exact.filter_phase), which read every row anyway."""
+    shown = shown_rows(root, removed)
+    return {"id": np.concatenate([removed, kept_of, shown]), "text": shown}
+
+
 def report_rows(units, offsets, sigs, root, removed, kept_of, sims, staging: Path) -> dict:
     """What the report shows from the input: report/removed.parquet (every removed
     document, its cluster's kept one and their similarity) and the ids and texts of the
-    largest clusters and of a few removed documents, each row group read once."""
+    largest clusters and of a few removed documents (report_picks)."""
     rep = staging / "report"
     rep.mkdir(exist_ok=True)
     clusters_ = largest_clusters(root)
     members_of = [np.nonzero(root == k)[0][:3] for k, _ in clusters_]
-    ex_n = min(5, len(removed))
-    shown = np.concatenate([*members_of, removed[:ex_n]]).astype(np.int64)
-    got_ids = fetch_column(units, offsets, np.concatenate([removed, kept_of, shown]), "id")
-    ids = got_ids.slice(0, len(removed)).combine_chunks()
-    kept_ids = got_ids.slice(len(removed), len(removed)).combine_chunks()
-    shown_ids = got_ids.slice(2 * len(removed)).to_pylist()
-    shown_text = fetch_rows(units, offsets, shown, "text")
+    ex_n = min(EXAMPLES, len(removed))
+    shown = shown_rows(root, removed)
+    id_of = Picked(staging, "id")
+    ids, kept_ids = id_of.at(removed), id_of.at(kept_of)
+    shown_ids = id_of.at(shown).to_pylist()
+    shown_text = Picked(staging, "text").at(shown).to_pylist()
     size = np.bincount(root, minlength=len(root))
     s, r = shard_rows_of(units, offsets, removed)
     ks, kr = shard_rows_of(units, offsets, kept_of)
@@ -1152,7 +1196,8 @@ def main(argv: list[str] | None = None) -> int:
         removed_sims = similarity(sigs.get(removed), sigs.get(kept_of)) if len(removed) else np.zeros(0)
         save_npy(work / "removed.npy", removed)
 
-    records = filter_phase(run, args, units, offsets, "removed.npy")
+    records = filter_phase(run, args, units, offsets, "removed.npy",
+                           pick=report_picks(root, removed, kept_of))
     counts = {
         "docs_in": n_docs, "docs_out": sum(r["rows"] for r in records),
         "bytes_in": sum(r["bytes"] for r in sig_results),

@@ -73,7 +73,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dataprep import layout
-from dataprep.arrays import fill_empty, from_numpy, strings, to_numpy
+from dataprep.arrays import combine, fill_empty, from_numpy, strings, to_numpy
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, save_task_result,
                                start_pool_early)
@@ -189,7 +189,7 @@ def script_counts(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.nda
     (\\p{Han}). Null and empty texts count 0.
     """
     if isinstance(texts, pa.ChunkedArray):
-        texts = texts.combine_chunks() if texts.num_chunks else strings([])
+        texts = combine(texts)
     n = len(texts)
     han, letters = np.zeros(n, np.int64), np.zeros(n, np.int64)
     if n == 0 or texts.buffers()[2] is None:

@@ -74,11 +74,20 @@ def strings(values: Sequence[str | None], max_bytes: int = 2**31 - 1
     return chunks[0] if len(chunks) == 1 else pa.chunked_array(chunks, pa.string())
 
 
+def combine(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """A column as one array. pyarrow's combine_chunks builds the empty array of a column
+    with no chunks through pandas; this does not."""
+    if isinstance(col, pa.Array):
+        return col
+    if col.num_chunks == 0:
+        return pa.nulls(0, col.type)
+    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+
+
 def to_numpy(col: pa.Array | pa.ChunkedArray, null=None) -> np.ndarray:
     """A column of booleans or numbers as a numpy array (a copy). Nulls become `null`;
     a column with nulls and no `null` given is an error."""
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    col = combine(col)
     n, off = len(col), col.offset
     validity, data = col.buffers()[:2]
     if pa.types.is_boolean(col.type):

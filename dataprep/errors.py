@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from typing import Callable
 
@@ -20,9 +21,19 @@ def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None
         rc = main(argv)
     except StageError as e:
         print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+        _exit(2)
     except KeyboardInterrupt:
         print("interrupted: partial work is kept for resume; the previous output is untouched",
               file=sys.stderr)
-        sys.exit(130)
-    sys.exit(int(rc or 0))
+        _exit(130)
+    _exit(int(rc or 0))
+
+
+def _exit(code: int) -> None:
+    """Exit with `code`. Every output is written, closed and committed by now, so the
+    objects alive are frozen first: the interpreter's last garbage collection then skips
+    the hundreds of thousands that numba, pyarrow and datatrove create on import (0.1-0.2 s
+    of every run, longer than some reruns' work). Exit handlers still run and the
+    standard streams are still flushed."""
+    gc.freeze()
+    sys.exit(code)

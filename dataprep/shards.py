@@ -223,10 +223,14 @@ def _first_line(e: BaseException) -> str:
 
 
 def filter_shard(src: str | os.PathLike, dst: str | os.PathLike, keep, batch_rows: int = 4096,
-                 row_groups: range | None = None) -> dict:
+                 row_groups: range | None = None, pick: dict | None = None) -> dict:
     """Copy the rows of shard `src` (or of its row groups `row_groups`) whose entry in the
     boolean array `keep` is true, batch by batch; the schema is kept as it is. Returns
-    the file record."""
+    the file record.
+
+    pick ({column: sorted row numbers}, kept or not): also take those rows' values in the
+    same pass, returned under the record's key "picked" ({column: Arrow array}), which a
+    caller removes before the record goes into a manifest."""
     keep = np.asarray(keep, dtype=bool)
     pf = open_shard(src)
     md = pf.metadata
@@ -235,9 +239,11 @@ def filter_shard(src: str | os.PathLike, dst: str | os.PathLike, keep, batch_row
     if keep.shape[0] != rows:
         raise StageError(f"{src}: {rows} rows but a keep mask of {keep.shape[0]}")
     w = ShardWriter(dst, pf.schema_arrow)
+    picked = Picker(pick)
     start = 0
     try:
         for batch in pf.iter_batches(batch_size=batch_rows, row_groups=groups):
+            picked.take(batch, start)
             m = keep[start:start + batch.num_rows]
             start += batch.num_rows
             if m.all():
@@ -246,4 +252,33 @@ def filter_shard(src: str | os.PathLike, dst: str | os.PathLike, keep, batch_row
                 w.write(batch.filter(from_numpy(m)))
     except (pa.ArrowException, OSError) as e:
         raise StageError(f"{src}: corrupt parquet data ({_first_line(e)})") from None
-    return w.close()
+    rec = w.close()
+    if pick is not None:
+        rec["picked"] = picked.values(pf.schema_arrow)
+    return rec
+
+
+class Picker:
+    """Collects, batch by batch, the values of some columns at given row numbers."""
+
+    def __init__(self, pick: dict | None):
+        self.pick = {c: np.asarray(r, np.int64) for c, r in (pick or {}).items()}
+        self.got: dict[str, list] = {c: [] for c in self.pick}
+
+    def take(self, batch: pa.RecordBatch, start: int) -> None:
+        """Take the wanted rows of `batch`, whose first row is row number `start`."""
+        for col, rows in self.pick.items():
+            a, b = np.searchsorted(rows, [start, start + batch.num_rows])
+            if b > a:
+                self.got[col].append(batch.column(col).take(from_numpy(rows[a:b] - start)))
+
+    def values(self, schema: pa.Schema) -> dict[str, pa.Array]:
+        out = {}
+        for col, rows in self.pick.items():
+            typ = schema.field(col).type
+            got = pa.concat_arrays(self.got[col]) if self.got[col] else pa.nulls(0, typ)
+            if len(got) != len(rows):
+                raise ValueError(f"{col}: {len(got)} of {len(rows)} rows found (row numbers "
+                                 "past the end?)")
+            out[col] = got
+        return out

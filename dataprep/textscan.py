@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from .arrays import strings, to_numpy
+from .arrays import combine, to_numpy
 
 _TABLES: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -181,7 +181,7 @@ def cheap_signals(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarr
     """(chars, dup_line_share, longest_run, alnum_share) of every text of a string column
     (a null text counts as empty), equal to clean.py's functions on each str."""
     if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks else strings([])
+        col = combine(col)
     if pa.types.is_large_string(col.type):
         col = col.cast(pa.string())
     n = len(col)

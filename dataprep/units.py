@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from .arrays import from_numpy
+from .arrays import combine, from_numpy
 from .errors import StageError
 from .shards import TEXT, _first_line, open_shard
 
@@ -260,12 +260,14 @@ def previous_files(output: str | os.PathLike, input_fingerprint: str | None,
 
 
 def filter_unit(unit: Unit | dict, dst: str | os.PathLike, keep,
-                input_fingerprint: str | None = None, previous: dict | None = None) -> dict:
+                input_fingerprint: str | None = None, previous: dict | None = None,
+                pick: dict | None = None) -> dict:
     """Copy the rows of a unit whose entry in `keep` is true into the shard `dst`.
 
     When `previous` (a file record of the output being replaced) has the same recipe and
     its bytes still match their digest, it is hard-linked instead of rewritten: a rerun
-    that changes a few units rewrites only those. The record says which happened."""
+    that changes a few units rewrites only those. The record says which happened.
+    pick: as filter_shard's (row numbers within the unit), whichever happened."""
     from .shards import file_digest, filter_shard, link_or_copy
 
     u = unit if isinstance(unit, Unit) else Unit(**unit)
@@ -276,6 +278,16 @@ def filter_unit(unit: Unit | dict, dst: str | os.PathLike, keep,
             and file_digest(previous["path"]) == previous["xxh3_128"]:
         link_or_copy(previous["path"], dst)
         rec = {k: v for k, v in previous.items() if k != "path"}
+        if pick is not None:
+            rec["picked"] = pick_rows(u, pick)
         return {**rec, "name": dst.name, "recipe": recipe, "reused": True}
-    rec = filter_shard(u.shard, dst, keep, row_groups=range(u.rg_start, u.rg_stop))
+    rec = filter_shard(u.shard, dst, keep, row_groups=range(u.rg_start, u.rg_stop), pick=pick)
     return {**rec, "recipe": recipe, "reused": False}
+
+
+def pick_rows(unit: Unit | dict, pick: dict) -> dict[str, pa.Array]:
+    """The values of some columns at given rows of a unit ({column: sorted row numbers}),
+    as filter_shard's `pick` returns them, reading only the row groups that hold them."""
+    u = unit if isinstance(unit, Unit) else Unit(**unit)
+    at = np.array([0, u.rows], np.int64)
+    return {col: combine(fetch_column([u], at, rows, col)) for col, rows in pick.items()}

@@ -17,6 +17,38 @@ for _p in (ROOT, ROOT / "bench"):  # stage modules, and bench modules for the sm
         sys.path.insert(0, str(_p))
 
 
+WATCH = '''
+import os, runpy, sys, traceback
+LOG, NAMES = os.environ["IMPORT_WATCH_LOG"], os.environ["IMPORT_WATCH"].split(",")
+class Watch:
+    def find_spec(self, name, path=None, target=None):
+        if name in NAMES:
+            with open(LOG, "a") as f:
+                f.write(f"{name} imported in pid {os.getpid()}, argv {sys.argv}:\\n"
+                        + "".join(traceback.format_stack()[-14:]) + "\\n")
+        return None
+sys.meta_path.insert(0, Watch())   # inherited by every worker the stage forks
+script = sys.argv[1]
+sys.argv = sys.argv[1:]
+runpy.run_path(script, run_name="__main__")
+'''
+
+
+def run_watching_imports(script: str, args: list, modules: str, tmp_path: Path) -> str:
+    """Run a stage as run_script does, and return where any process it starts (driver or
+    forked worker) imported one of `modules` (comma-separated): "" when none did."""
+    watch = tmp_path / "watch_imports.py"
+    watch.write_text(WATCH)
+    log = tmp_path / "imports.txt"
+    log.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "IMPORT_WATCH_LOG": str(log),
+           "IMPORT_WATCH": modules}
+    cp = subprocess.run([sys.executable, str(watch), str(ROOT / script), *map(str, args)],
+                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert cp.returncode == 0, f"{script}: {cp.stdout[-2000:]} {cp.stderr[-2000:]}"
+    return log.read_text()[:4000] if log.exists() else ""
+
+
 def run_script(script: str, *args: str, cwd: Path | None = None, check: bool = True,
                env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run a stage script as a user would (python script.py ...) and capture its output."""

@@ -1,7 +1,6 @@
 """dataprep.arrays builds and reads the same arrays as pyarrow's own calls, without
 importing pandas."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -62,17 +61,28 @@ def test_to_numpy_nulls():
 
 def test_no_pandas_import():
     code = ("import sys, numpy as np, pyarrow as pa\n"
-            "from dataprep.arrays import from_numpy, strings, to_numpy\n"
+            "from dataprep.arrays import combine, from_numpy, strings, to_numpy\n"
             "a = from_numpy(np.arange(5)); b = from_numpy(np.ones(5, bool), mask=np.zeros(5, bool))\n"
             "s = strings(['a', None]); x = to_numpy(pa.chunked_array([a, a])); y = to_numpy(b)\n"
             "t = pa.table({'a': a}).filter(b)\n"
+            "e = combine(pa.chunked_array([], pa.string())); z = to_numpy(pa.chunked_array([], pa.int64()))\n"
             "assert 'pandas' not in sys.modules, 'pandas imported'\n"
-            "pa.array([1])\n"
+            "pa.chunked_array([], pa.string()).combine_chunks()\n"
             "print('pandas' in sys.modules)\n")
     cp = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert cp.returncode == 0, cp.stderr
     # the check itself can fail: pyarrow's own call does import pandas here
     assert cp.stdout.strip() == "True"
+
+
+def test_combine():
+    from dataprep.arrays import combine
+    a, b = pa.array(["x", None]), pa.array(["y"])
+    assert combine(a) is a
+    assert combine(pa.chunked_array([a])).equals(a)
+    assert combine(pa.chunked_array([a, b])).to_pylist() == ["x", None, "y"]
+    e = combine(pa.chunked_array([], pa.large_string()))
+    assert isinstance(e, pa.Array) and len(e) == 0 and e.type == pa.large_string()
 
 
 def test_fill_empty():
@@ -85,42 +95,18 @@ def test_fill_empty():
     assert fill_empty(ok) is ok
 
 
-WATCH = '''
-import os, runpy, sys, traceback
-LOG = os.environ["PANDAS_IMPORT_LOG"]
-class Watch:
-    def find_spec(self, name, path=None, target=None):
-        if name == "pandas":
-            with open(LOG, "a") as f:
-                f.write(f"pid {os.getpid()}, argv {sys.argv}:\\n"
-                        + "".join(traceback.format_stack(limit=10)) + "\\n")
-        return None
-sys.meta_path.insert(0, Watch())   # inherited by every worker the stage forks
-script = sys.argv[1]
-sys.argv = sys.argv[1:]
-runpy.run_path(script, run_name="__main__")
-'''
-
-
 def test_no_stage_imports_pandas(layout_copy, tmp_path):
     """Every stage, first runs and reruns, driver and workers: no process imports pandas
     (it would cost each ~0.3 s, a tenth of a rerun)."""
-    from conftest import ALL_STAGES, stage_args
+    from conftest import ALL_STAGES, run_watching_imports, stage_args
 
-    watch = tmp_path / "watch.py"
-    watch.write_text(WATCH)
-    log = tmp_path / "pandas_imports.txt"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PANDAS_IMPORT_LOG": str(log)}
     runs = [(s, stage_args(layout_copy, s, "--workers", "2")) for s, *_ in ALL_STAGES]
     runs += [("verify.py", ["--input", layout_copy, "--output", tmp_path / "verify.md"]),
              ("clean.py", stage_args(layout_copy, "clean.py", "--min-chars", "300")),
              ("clean.py", stage_args(layout_copy, "clean.py", "--sweep", "min_chars=100,400")),
              ("dedup_minhash.py", stage_args(layout_copy, "dedup_minhash.py", "--threshold", "0.85"))]
     for script, args in runs:
-        cp = subprocess.run([sys.executable, str(watch), str(ROOT / script), *map(str, args)],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-        assert cp.returncode == 0, f"{script}: {cp.stdout[-2000:]} {cp.stderr[-2000:]}"
-    assert not log.exists(), log.read_text()[:4000]
+        assert run_watching_imports(script, args, "pandas", tmp_path) == "", script
 
 
 def test_strings_past_one_array_are_chunked():

@@ -411,3 +411,37 @@ def test_sweep_with_kept_signals_reads_few_texts(tmp_path, monkeypatch):
     assert 0 < reads.count(("text",)) <= 3           # the text of a few: the examples'
     sweep = json.loads((tmp_path / "cleaned" / "report" / "sweep.json").read_text())
     assert sweep["sweeps"][0]["values"][0]["bytes_out"] > 0
+
+
+def test_minhash_rerun_that_reuses_signatures_never_imports_numba(dedup_first, tmp_path):
+    """numba (0.2 s to import) is loaded only where a kernel runs: not by a rerun or a
+    sweep that reuses every signature, in the driver or in a worker. The watch can fail:
+    a first run, which computes signatures, does import it."""
+    from conftest import run_watching_imports
+
+    d = _copy(dedup_first, tmp_path)
+    args = ["--input", d / "dedup_exact", "--output", d / "dedup", "--workers", "2"]
+    assert run_watching_imports("dedup_minhash.py", [*args, "--threshold", "0.9"], "numba",
+                                tmp_path) == ""
+    assert run_watching_imports("dedup_minhash.py", [*args, "--sweep", "threshold=0.7,0.9"],
+                                "numba", tmp_path) == ""
+    first = run_watching_imports("dedup_minhash.py", ["--input", d / "dedup_exact", "--output",
+                                 d / "new", "--workers", "2"], "numba", tmp_path)
+    assert "numba imported" in first
+
+
+def test_minhash_identical_rerun_links_every_file_and_reports_the_same(dedup_first, tmp_path):
+    """A rerun with the same flags changes no unit: every output file is linked, the
+    report's ids and texts are read in the driver instead of by filter tasks, and the
+    report is the same, byte for byte."""
+    d = _copy(dedup_first, tmp_path)
+    before = {n: (d / "dedup" / "report" / n).read_bytes()
+              for n in ("removed.parquet", "dedup_minhash_stats.md")}
+    _minhash(d, "dedup")
+    m = json.loads((d / "dedup" / "manifest.json").read_text())
+    assert m["kept"]["output_files_reused"] == len(m["files"])
+    assert {n: (d / "dedup" / "report" / n).read_bytes() for n in before} == before
+    # and a changed threshold, back again: files rewritten by tasks that picked the ids
+    _minhash(d, "dedup", "--threshold", "0.7")
+    _minhash(d, "dedup")
+    assert {n: (d / "dedup" / "report" / n).read_bytes() for n in before} == before

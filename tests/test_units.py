@@ -137,3 +137,38 @@ def test_progress_records_add_up_across_tasks(tmp_path):
 def test_no_progress_bar_when_not_a_terminal(sample_layout, tmp_path):
     cp = run_script("dedup_exact.py", "--input", sample_layout / "raw", "--output", tmp_path / "x")
     assert "\r" not in cp.stderr and "docs/s" not in cp.stderr
+
+
+def test_filter_shard_picks_rows_in_the_same_pass_and_pick_rows_agrees(tmp_path):
+    """The values filter_shard picks while copying (kept rows or not, across batches and
+    row groups) are those of the rows asked for, and pick_rows (a reused file's path)
+    returns the same; the copy itself does not change."""
+    from dataprep.shards import filter_shard
+    from dataprep.units import pick_rows
+
+    texts = _texts(5000, 700)
+    ids = [f"d{i}" for i in range(len(texts))]
+    w = ShardWriter(tmp_path / "a.parquet", pa.schema([("id", pa.string()), ("text", pa.string())]))
+    w.write(pa.table({"id": ids, "text": texts}))
+    w.close()
+    unit = plan_units(list_shards(tmp_path), task_mb=64)[0]
+    rng = np.random.default_rng(5)
+    keep = rng.random(len(texts)) < 0.9
+    want_ids = np.unique(rng.integers(0, len(texts), 300))
+    want_text = np.array([0, 4095, 4096, 4999])          # batch edges: 4096 rows a batch
+    plain = filter_shard(tmp_path / "a.parquet", tmp_path / "plain.parquet", keep)
+    rec = filter_shard(tmp_path / "a.parquet", tmp_path / "picked.parquet", keep,
+                       pick={"id": want_ids, "text": want_text})
+    got = rec.pop("picked")
+    assert got["id"].to_pylist() == [ids[i] for i in want_ids]
+    assert got["text"].to_pylist() == [texts[i] for i in want_text]
+    assert (tmp_path / "plain.parquet").read_bytes() == (tmp_path / "picked.parquet").read_bytes()
+    assert {k: v for k, v in rec.items() if k != "name"} == \
+        {k: v for k, v in plain.items() if k != "name"}
+    again = pick_rows(unit, {"id": want_ids, "text": want_text})
+    assert again["id"].equals(got["id"]) and again["text"].equals(got["text"])
+    empty = pick_rows(unit, {"id": np.zeros(0, np.int64)})["id"]
+    assert len(empty) == 0 and empty.type == pa.string()
+    with pytest.raises(ValueError, match="past the end"):
+        filter_shard(tmp_path / "a.parquet", tmp_path / "x.parquet", keep,
+                     pick={"id": np.array([len(texts) + 3])})
