@@ -615,16 +615,20 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
     prog = task_progress()
     for batch, text in unit_batches(unit, main is not None, kept is not None):
         n = batch.num_rows
-        ids = [str(x) for x in batch.column("id").to_pylist()]
+        id_col = batch.column("id")
 
-        def text_of(i: int) -> str:   # one document at a time: only examples and LID need it
+        def id_of(i: int) -> str:     # only examples need an id as Python
+            return str(id_col[int(i)].as_py())
+
+        def text_of(i: int) -> str:   # one document at a time: only language ID needs it
             return text()[int(i)].as_py() or ""
 
         def shown(i: int) -> dict:
-            """An example's text: at hand when the output is written; else named by its
+            """An example's start: at hand when the output is written; else named by its
             place, and read by the driver only if the report keeps it (example_texts)."""
             if main is not None:
-                return {"text": text_of(i)[:EXAMPLE_CHARS]}
+                head = pc.utf8_slice_codeunits(text().slice(int(i), 1), 0, EXAMPLE_CHARS)
+                return {"text": head[0].as_py() or ""}
             return {"at": [unit.index, start + int(i)]}
 
         sig = kept.slice(start, n) if kept is not None else Signals.measure(text())
@@ -639,7 +643,7 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
                 hit = np.flatnonzero(code == r)
                 tally.removed[rule] += len(hit)
                 for i in hit[:max(0, examples - len(tally.examples[rule]))]:
-                    tally.examples[rule].append({"id": ids[i], "value": rule_value(r, i, th, sig, lid),
+                    tally.examples[rule].append({"id": id_of(i), "value": rule_value(r, i, th, sig, lid),
                                                  **shown(i)})
         if main is not None:
             tallies[main].count_signals(ths[main], sig, codes[main], lid)
@@ -652,7 +656,7 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
             for i in differ[:max(0, examples - len(fate[k]))]:
                 loser = a if codes[a][i] != KEPT else b
                 c = int(codes[loser][i])
-                fate[k].append({"id": ids[i], "removed_by": loser, "rule": RULES[c],
+                fate[k].append({"id": id_of(i), "removed_by": loser, "rule": RULES[c],
                                 "value": rule_value(c, i, ths[loser], sig, lid), **shown(i)})
         if writer is not None:
             keep = codes[main] == KEPT
