@@ -344,7 +344,7 @@ class Picked:
         gidx = np.asarray(gidx, np.int64)
         pos = np.searchsorted(self.rows, gidx)
         if len(gidx) and (pos.max() >= len(self.rows) or (self.rows[pos] != gidx).any()):
-            raise ValueError(f"{self.values.type} rows asked for were not picked")
+            raise ValueError("rows asked for that the filter tasks did not pick")
         return combine(self.values.take(from_numpy(pos, pa.int64())))
 
 

@@ -63,6 +63,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -843,30 +844,38 @@ def cluster_size_counts(kept_of: np.ndarray) -> dict[str, int]:
     return {str(int(s)): int(k) for s, k in zip(sizes, n)}
 
 
-def shown_rows(root: np.ndarray, removed: np.ndarray) -> np.ndarray:
-    """The documents the report shows whole: three of each of the largest clusters, then
-    the first removed ones."""
-    members_of = [np.nonzero(root == k)[0][:3] for k, _ in largest_clusters(root)]
-    return np.concatenate([*members_of, removed[:EXAMPLES]]).astype(np.int64)
+class Shown(NamedTuple):
+    """What the report shows whole: the largest clusters (kept index, size), three
+    members of each (the kept one first), and the rows to read: those members, then the
+    first removed documents."""
+    clusters: list[tuple[int, int]]
+    members: list[np.ndarray]
+    rows: np.ndarray
 
 
-def report_picks(root, removed, kept_of) -> dict[str, np.ndarray]:
+def shown_rows(root: np.ndarray, removed: np.ndarray) -> Shown:
+    clusters_ = largest_clusters(root)
+    members_of = [np.nonzero(root == k)[0][:3] for k, _ in clusters_]
+    rows = np.concatenate([*members_of, removed[:EXAMPLES]]).astype(np.int64)
+    return Shown(clusters_, members_of, rows)
+
+
+def report_picks(shown: Shown, removed, kept_of) -> dict[str, np.ndarray]:
     """The global rows whose id and text the report shows, picked by the filter tasks
     (dedup_exact.filter_phase), which read every row anyway."""
-    shown = shown_rows(root, removed)
-    return {"id": np.concatenate([removed, kept_of, shown]), "text": shown}
+    return {"id": np.concatenate([removed, kept_of, shown.rows]), "text": shown.rows}
 
 
-def report_rows(units, offsets, sigs, root, removed, kept_of, sims, staging: Path) -> dict:
+def report_rows(units, offsets, sigs, root, removed, kept_of, sims, shown: Shown,
+                staging: Path) -> dict:
     """What the report shows from the input: report/removed.parquet (every removed
     document, its cluster's kept one and their similarity) and the ids and texts of the
     largest clusters and of a few removed documents (report_picks)."""
     rep = staging / "report"
     rep.mkdir(exist_ok=True)
-    clusters_ = largest_clusters(root)
-    members_of = [np.nonzero(root == k)[0][:3] for k, _ in clusters_]
+    clusters_, members_of = shown.clusters, shown.members
     ex_n = min(EXAMPLES, len(removed))
-    shown = shown_rows(root, removed)
+    shown = shown.rows
     id_of = Picked(staging, "id")
     ids, kept_ids = id_of.at(removed), id_of.at(kept_of)
     shown_ids = id_of.at(shown).to_pylist()
@@ -1196,8 +1205,9 @@ def main(argv: list[str] | None = None) -> int:
         removed_sims = similarity(sigs.get(removed), sigs.get(kept_of)) if len(removed) else np.zeros(0)
         save_npy(work / "removed.npy", removed)
 
+    to_show = shown_rows(root, removed)
     records = filter_phase(run, args, units, offsets, "removed.npy",
-                           pick=report_picks(root, removed, kept_of))
+                           pick=report_picks(to_show, removed, kept_of))
     counts = {
         "docs_in": n_docs, "docs_out": sum(r["rows"] for r in records),
         "bytes_in": sum(r["bytes"] for r in sig_results),
@@ -1208,7 +1218,8 @@ def main(argv: list[str] | None = None) -> int:
         "short_texts": sum(r["short"] for r in sig_results),
     }
     with run.phase("report"):
-        shown = report_rows(units, offsets, sigs, root, removed, kept_of, removed_sims, staging)
+        shown = report_rows(units, offsets, sigs, root, removed, kept_of, removed_sims,
+                            to_show, staging)
         text = build_report(shown, sims, counts, staging, config)
     del sigs
     kept = {"tasks_reused": sum(r["signatures_reused"] for r in sig_results),
