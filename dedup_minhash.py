@@ -75,7 +75,7 @@ from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, run_tasks, save_task_result,
                                start_pool_early)
 from dataprep.kept import (cover_units, keep_whole, load_array, load_whole, read_verified,
-                           relinked_entry, replace_dir, write_index)
+                           replace_dir, write_index)
 from dataprep.kept import entry as kept_entry
 from dataprep.manifest import check_input
 from dataprep.progress import task_progress
@@ -873,13 +873,11 @@ def report_rows(units, offsets, sigs, root, removed, kept_of, sims, shown: Shown
     largest clusters and of a few removed documents (report_picks)."""
     rep = staging / "report"
     rep.mkdir(exist_ok=True)
-    clusters_, members_of = shown.clusters, shown.members
     ex_n = min(EXAMPLES, len(removed))
-    shown = shown.rows
     id_of = Picked(staging, "id")
     ids, kept_ids = id_of.at(removed), id_of.at(kept_of)
-    shown_ids = id_of.at(shown).to_pylist()
-    shown_text = Picked(staging, "text").at(shown).to_pylist()
+    shown_ids = id_of.at(shown.rows).to_pylist()
+    shown_text = Picked(staging, "text").at(shown.rows).to_pylist()
     size = np.bincount(root, minlength=len(root))
     s, r = shard_rows_of(units, offsets, removed)
     ks, kr = shard_rows_of(units, offsets, kept_of)
@@ -891,7 +889,7 @@ def report_rows(units, offsets, sigs, root, removed, kept_of, sims, shown: Shown
 
     lines, md_clusters, js_clusters = [], [], []
     at = 0
-    for rank, ((k, sz), members) in enumerate(zip(clusters_, members_of), 1):
+    for rank, ((k, sz), members) in enumerate(zip(shown.clusters, shown.members), 1):
         texts = shown_text[at:at + len(members)]
         mids = shown_ids[at:at + len(members)]
         at += len(members)
@@ -1079,7 +1077,8 @@ def link_kept(units: list[Unit], sig_src: list, band_src: list, work: Path) -> l
                 return None
             dst = work / key / f"{rank:05d}.npy"
             link_or_copy(pieces[0]["path"], dst)
-            linked[key] = relinked_entry(pieces[0], dst, u.shard, u.row_start, u.rows)
+            linked[key] = kept_entry(dst, u.shard, u.row_start, u.rows, record=pieces[0],
+                                     **pieces[0]["extra"])
         extra = linked["sig"]
         results.append({"docs": u.rows, "bytes": extra["bytes"], "short": extra["short"],
                         "signatures_reused": True, "bands_reused": True, "notes": [],

@@ -156,20 +156,14 @@ def read_verified(piece: dict) -> bytes | None:
     return data
 
 
-def entry(path: str | os.PathLike, shard: str, row_start: int, rows: int, **extra) -> dict:
-    """The index record of a kept file just written (extra: counts kept with it)."""
-    rec = file_record(path)
-    return {"name": rec["name"], "shard": Path(shard).name, "row_start": int(row_start),
-            "rows": int(rows), "size": rec["size"], "xxh3_128": rec["xxh3_128"], **extra}
-
-
-def relinked_entry(piece: dict, path: str | os.PathLike, shard: str, row_start: int,
-                   rows: int) -> dict:
-    """entry() for a whole kept file (a piece whose digest was just checked) linked to
-    `path` unchanged: its size, digest and counts are the piece's, not read again."""
+def entry(path: str | os.PathLike, shard: str, row_start: int, rows: int,
+          record: dict | None = None, **extra) -> dict:
+    """The index record of a kept file just written (extra: counts kept with it).
+    record: the file's size and digest when already known (a kept file whose digest was
+    just checked, linked unchanged), instead of reading the file again."""
+    rec = record or file_record(path)
     return {"name": Path(path).name, "shard": Path(shard).name, "row_start": int(row_start),
-            "rows": int(rows), "size": piece["size"], "xxh3_128": piece["xxh3_128"],
-            **piece["extra"]}
+            "rows": int(rows), "size": rec["size"], "xxh3_128": rec["xxh3_128"], **extra}
 
 
 def write_index(folder: str | os.PathLike, depends_on: dict, entries: list[dict]) -> dict:
