@@ -92,6 +92,10 @@ from dataprep.units import (Unit, describe, fetch_rows, plan_units, read_unit, r
 # cheap rules come first so that a removed document never reaches fastText.
 RULES = ("too_short", "dup_lines", "char_repeat", "low_alnum", "lang")
 EXAMPLE_CHARS = 300
+# Rows per batch a task reads. A batch never holds more than its unit (about --task-mb of
+# text); fewer, larger batches spend less on per-batch bookkeeping, which with I/O is most
+# of a rerun. The output does not depend on it.
+READ_ROWS = 8192
 
 
 @dataclass(frozen=True)
@@ -617,19 +621,21 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
         n = batch.num_rows
         id_col = batch.column("id")
 
-        def id_of(i: int) -> str:     # only examples need an id as Python
-            return str(id_col[int(i)].as_py())
-
         def text_of(i: int) -> str:   # one document at a time: only language ID needs it
             return text()[int(i)].as_py() or ""
 
-        def shown(i: int) -> dict:
-            """An example's start: at hand when the output is written; else named by its
-            place, and read by the driver only if the report keeps it (example_texts)."""
+        def shown(rows: np.ndarray) -> list[dict]:
+            """Examples' ids and starts: the text at hand when the output is written; else
+            named by its place, and read by the driver only if the report keeps it
+            (example_texts). One call for all of a rule's examples in the batch."""
+            if not len(rows):
+                return []
+            at = from_numpy(np.asarray(rows, np.int64), pa.int64())
+            ids = [str(x) for x in id_col.take(at).to_pylist()]
             if main is not None:
-                head = pc.utf8_slice_codeunits(text().slice(int(i), 1), 0, EXAMPLE_CHARS)
-                return {"text": head[0].as_py() or ""}
-            return {"at": [unit.index, start + int(i)]}
+                heads = pc.utf8_slice_codeunits(text().take(at), 0, EXAMPLE_CHARS).to_pylist()
+                return [{"id": d, "text": h or ""} for d, h in zip(ids, heads)]
+            return [{"id": d, "at": [unit.index, start + int(i)]} for d, i in zip(ids, rows)]
 
         sig = kept.slice(start, n) if kept is not None else Signals.measure(text())
         lid = LidCalls(model, sig, text_of, ths[0].lid_chars, text)
@@ -642,9 +648,10 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
             for r, rule in enumerate(RULES):
                 hit = np.flatnonzero(code == r)
                 tally.removed[rule] += len(hit)
-                for i in hit[:max(0, examples - len(tally.examples[rule]))]:
-                    tally.examples[rule].append({"id": id_of(i), "value": rule_value(r, i, th, sig, lid),
-                                                 **shown(i)})
+                take = hit[:max(0, examples - len(tally.examples[rule]))]
+                for i, ex in zip(take, shown(take)):
+                    tally.examples[rule].append({"id": ex.pop("id"),
+                                                 "value": rule_value(r, i, th, sig, lid), **ex})
         if main is not None:
             tallies[main].count_signals(ths[main], sig, codes[main], lid)
         if report_all and main is not None:
@@ -653,11 +660,12 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
         for k, (a, b) in enumerate(pairs):
             differ = np.flatnonzero((codes[a] == KEPT) != (codes[b] == KEPT))
             fate_count[k] += len(differ)
-            for i in differ[:max(0, examples - len(fate[k]))]:
+            take = differ[:max(0, examples - len(fate[k]))]
+            for i, ex in zip(take, shown(take)):
                 loser = a if codes[a][i] != KEPT else b
                 c = int(codes[loser][i])
-                fate[k].append({"id": id_of(i), "removed_by": loser, "rule": RULES[c],
-                                "value": rule_value(c, i, ths[loser], sig, lid), **shown(i)})
+                fate[k].append({"id": ex.pop("id"), "removed_by": loser, "rule": RULES[c],
+                                "value": rule_value(c, i, ths[loser], sig, lid), **ex})
         if writer is not None:
             keep = codes[main] == KEPT
             writer.write(batch if keep.all() else batch.filter(from_numpy(keep)))
@@ -694,7 +702,7 @@ def unit_batches(unit: Unit, write: bool, have_signals: bool):
     reads only the ids, a few row groups at a time, and their text only when a decision
     needs it (examples are read later, by the driver): a few row groups, not the corpus."""
     if write or not have_signals:
-        for batch in read_unit(unit, columns=None if write else ["id", "text"]):
+        for batch in read_unit(unit, columns=None if write else ["id", "text"], batch_rows=READ_ROWS):
             yield batch, (lambda b=batch: b.column("text"))
         return
     yield from read_unit_lazily(unit, "id", "text")
