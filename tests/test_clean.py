@@ -195,6 +195,30 @@ def test_output_identical_for_any_workers(cleaned, tmp_path):
         assert (cleaned / "cleaned" / "report" / f).read_bytes() == (tmp_path / "c1" / "report" / f).read_bytes()
 
 
+def test_output_and_examples_independent_of_batch_size(cleaned, tmp_path, monkeypatch):
+    """A task reads READ_ROWS rows a batch: with 7-row batches (examples and sweep
+    examples then span many batches) the output, the report and a sweep are the same."""
+    def sweep(out: Path) -> dict:
+        assert clean.main(["--input", str(cleaned / "raw"), "--output", str(out), "--workers", "1",
+                           "--sweep", "min_chars=200,400", "--sweep", "min_lang_conf=0.5,0.9"]) == 0
+        data = json.loads((out / "report" / "sweep.json").read_text())
+        data.pop("seconds")
+        return data
+
+    default = sweep(tmp_path / "s1")
+    monkeypatch.setattr(clean, "READ_ROWS", 7)
+    assert sweep(tmp_path / "s7") == default
+    assert any(c["examples"] for s in default["sweeps"] for c in s["changes"])
+    assert clean.main(["--input", str(cleaned / "raw"), "--output", str(tmp_path / "c7"),
+                       "--report-all", "--workers", "1"]) == 0
+    a = json.loads((cleaned / "cleaned" / "manifest.json").read_text())
+    b = json.loads((tmp_path / "c7" / "manifest.json").read_text())
+    assert a["files"] == b["files"] and a["counts"] == b["counts"]
+    for f in ("clean_stats.json", "removed_lang.jsonl", "removed_too_short.jsonl",
+              "removed_dup_lines.jsonl"):
+        assert (cleaned / "cleaned" / "report" / f).read_bytes() == (tmp_path / "c7" / "report" / f).read_bytes()
+
+
 def test_warns_loudly_when_a_rule_removes_too_much(cleaned, tmp_path):
     # an over-strict alnum threshold behaves like the isascii slip: most documents go
     cp = run_script("clean.py", "--input", cleaned / "raw", "--output", tmp_path / "c",
