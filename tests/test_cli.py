@@ -48,6 +48,7 @@ def test_bench_suite_smoke(tmp_path):
             if r["bench"] == "rerun":   # a ratio of wall times (not judged here), bytes must match
                 assert row["ratio"] > 0 and row["name"]
                 assert r["extra"]["identical_to_fresh"] == {"clean": True, "dedup_minhash": True}
+                assert r["extra"]["rerun_measured_nothing"] == {"clean": True, "dedup_minhash": True}
             else:
                 assert row["mb_per_s_per_core"] > 0 and row["name"]
     assert "projected wall time for FineWeb-Edu sample-10BT" in cp.stdout
