@@ -85,8 +85,8 @@ from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import (ShardWriter, file_record, link_or_copy, list_shards, open_shard,
                              write_table)
 from dataprep.stage import StageRun
-from dataprep.units import (Unit, describe, fetch_rows, plan_units, read_unit, read_unit_lazily,
-                            unit_offsets)
+from dataprep.units import (Unit, describe, fetch_rows, filter_recipe, filter_unit, plan_units,
+                            previous_files, read_unit, read_unit_lazily, unit_offsets)
 
 # The order matters: a document is counted under the first rule that removes it, and the
 # cheap rules come first so that a removed document never reaches fastText.
@@ -486,6 +486,22 @@ def outcomes(th: Thresholds, sig: Signals, lid: LidCalls) -> np.ndarray:
     return code
 
 
+class _Unmeasured(Exception):
+    pass
+
+
+def keep_from_signals(th: Thresholds, sig: Signals) -> np.ndarray | None:
+    """Which documents survive, decided from kept signals alone; None when a decision
+    needs a language-ID call that was never made (its text would have to be read)."""
+    def unmeasured(i: int) -> str:
+        raise _Unmeasured
+
+    try:
+        return outcomes(th, sig, LidCalls(None, sig, unmeasured, th.lid_chars)) == KEPT
+    except _Unmeasured:
+        return None
+
+
 def alone(th: Thresholds, sig: Signals, lid: LidCalls) -> dict[str, np.ndarray]:
     """For --report-all: does each rule, on its own, remove each document?"""
     langs, confs = lang_decisions(th, sig, lid, np.arange(len(sig)))
@@ -596,13 +612,20 @@ class Tally:
 def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_model: str,
                configs: list[dict], main: int | None, report_all: bool, examples: int,
                sources: list[list[list[dict]]], signals_dir: str | None,
-               pairs: list[list[int]]) -> None:
+               pairs: list[list[int]], input_fingerprint: str | None = None,
+               previous: dict | None = None) -> None:
     """Task `rank`: judge unit `rank` under every threshold set in `configs`.
 
     main: the index of the set whose survivors are written to <staging>/<unit>.parquet
     (all columns kept); None for a sweep. The unit's signals (kept ones reused, the
     rest measured) go to signals_dir. pairs: index pairs of sets whose differing
     documents are collected as examples (a sweep's neighbouring values).
+
+    previous: the file records of the output being replaced ({name: record}, those with
+    a recipe). When the kept signals alone show that the same rows of this unit survive
+    as in that output, its file is linked, not rewritten (dataprep.units.filter_unit),
+    and the pass that counts and collects examples reads only the ids (example_texts
+    reads the texts of the examples the report shows).
     """
     unit = Unit(**units[rank])
     ths = [thresholds_from(c) for c in configs]
@@ -612,12 +635,18 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
     tallies = [Tally() for _ in ths]
     fate: list[list] = [[] for _ in pairs]
     fate_count = [0] * len(pairs)
+    prev = (previous or {}).get(unit.name)
+    unchanged = False
+    if main is not None and kept is not None and prev is not None:
+        keep = keep_from_signals(ths[main], kept)
+        unchanged = keep is not None and filter_recipe(unit, keep, input_fingerprint) == prev["recipe"]
     writer = None
-    if main is not None:
+    if main is not None and not unchanged:   # one pass: decide and write
         writer = ShardWriter(Path(staging) / unit.name, open_shard(unit.shard).schema_arrow)
+    keeps: list[np.ndarray] = []
     sig_parts, made, start, docs_in, bytes_in = [], 0, 0, 0, 0
     prog = task_progress()
-    for batch, text in unit_batches(unit, main is not None, kept is not None):
+    for batch, text in unit_batches(unit, writer is not None, kept is not None):
         n = batch.num_rows
         id_col = batch.column("id")
 
@@ -625,14 +654,14 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
             return text()[int(i)].as_py() or ""
 
         def shown(rows: np.ndarray) -> list[dict]:
-            """Examples' ids and starts: the text at hand when the output is written; else
-            named by its place, and read by the driver only if the report keeps it
+            """Examples' ids and starts: the text at hand when this pass writes the output;
+            else named by its place, and read by the driver only if the report keeps it
             (example_texts). One call for all of a rule's examples in the batch."""
             if not len(rows):
                 return []
             at = from_numpy(np.asarray(rows, np.int64), pa.int64())
             ids = [str(x) for x in id_col.take(at).to_pylist()]
-            if main is not None:
+            if writer is not None:
                 heads = pc.utf8_slice_codeunits(text().take(at), 0, EXAMPLE_CHARS).to_pylist()
                 return [{"id": d, "text": h or ""} for d, h in zip(ids, heads)]
             return [{"id": d, "at": [unit.index, start + int(i)]} for d, i in zip(ids, rows)]
@@ -666,9 +695,10 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
                 c = int(codes[loser][i])
                 fate[k].append({"id": ex.pop("id"), "removed_by": loser, "rule": RULES[c],
                                 "value": rule_value(c, i, ths[loser], sig, lid), **ex})
+        if main is not None:
+            keeps.append(codes[main] == KEPT)
         if writer is not None:
-            keep = codes[main] == KEPT
-            writer.write(batch if keep.all() else batch.filter(from_numpy(keep)))
+            writer.write(batch if keeps[-1].all() else batch.filter(from_numpy(keeps[-1])))
         made += lid.made
         sig_parts.append(sig)
         start += n
@@ -681,8 +711,15 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
            "fate": [{"count": c, "examples": f} for c, f in zip(fate_count, fate)],
            "lid_calls_made": made, "lid_calls_kept": kept_calls,
            "signals_reused": kept is not None, "signals_notes": notes}
-    if writer is not None:
-        res["file"] = writer.close()
+    if main is not None:
+        keep = np.concatenate(keeps) if keeps else np.zeros(0, bool)
+        if writer is not None:
+            res["file"] = {**writer.close(), "reused": False,
+                           "recipe": filter_recipe(unit, keep, input_fingerprint)}
+        else:   # the previous file, linked (rewritten if it fails its digest check); the
+                # examples are named by their place, and the driver reads the few it shows
+            res["file"] = filter_unit(unit, Path(staging) / unit.name, keep, input_fingerprint,
+                                      prev)
     if signals_dir:
         path = Path(signals_dir) / unit.name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -698,14 +735,15 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
 def unit_batches(unit: Unit, write: bool, have_signals: bool):
     """The unit's rows as (batch, text), text() giving the batch's text column.
 
-    A run that writes its output reads every column. A sweep with every signal kept
-    reads only the ids, a few row groups at a time, and their text only when a decision
-    needs it (examples are read later, by the driver): a few row groups, not the corpus."""
+    A pass that writes the output reads every column. A sweep with every signal kept,
+    or a rerun deciding first (clean_unit), reads only the ids, and the text of a batch
+    only when a decision needs it (examples are read later, by the driver): a few row
+    groups, not the corpus."""
     if write or not have_signals:
         for batch in read_unit(unit, columns=None if write else ["id", "text"], batch_rows=READ_ROWS):
             yield batch, (lambda b=batch: b.column("text"))
         return
-    yield from read_unit_lazily(unit, "id", "text")
+    yield from read_unit_lazily(unit, "id", "text", batch_rows=READ_ROWS)
 
 
 def _concat_signals(parts: list[Signals]) -> Signals:
@@ -766,9 +804,9 @@ def threshold_text(th: Thresholds) -> dict[str, str]:
 
 def example_texts(results: list[dict], units: list[Unit], examples: int) -> None:
     """The report keeps the first `examples` of each list of examples, in corpus order:
-    drop the rest. A sweep's tasks name theirs by (unit, row) instead of reading their
-    text: read here, in one pass, the text of those kept (a sweep then reads almost no
-    text at all)."""
+    drop the rest. A sweep's tasks, and a task whose unit's output is unchanged, name
+    theirs by (unit, row) instead of reading their text: read here, in one pass, the
+    text of those kept (such a run then reads almost no text at all)."""
     lists = [[r["configs"][c]["examples"][rule] for r in results]
              for c in range(len(results[0]["configs"]) if results else 0) for rule in RULES]
     lists += [[r["fate"][k]["examples"] for r in results]
@@ -1167,7 +1205,9 @@ def main(argv: list[str] | None = None) -> int:
                  units=[u.to_dict() for u in units], staging=str(run.staging),
                  lid_model=str(lid_path), configs=[{**asdict(th), "languages": list(languages)}],
                  main=0, report_all=args.report_all, examples=args.examples, sources=sources,
-                 signals_dir=str(signals_dir) if signals_dir else None, pairs=[])
+                 signals_dir=str(signals_dir) if signals_dir else None, pairs=[],
+                 input_fingerprint=run.input_fingerprint,
+                 previous=previous_files(out, run.input_fingerprint))
     results = load_task_results(run.staging, "clean", len(units))
     kept_summary = None
     if signals_dir:
@@ -1191,8 +1231,10 @@ def main(argv: list[str] | None = None) -> int:
     for line in signals["notes"][:5]:
         print(f"note: {line}", file=sys.stderr)
     print(signals_line(signals))
-    print(f"wrote {out}/ ({len(results)} shards), {out}/report/clean_stats.md and "
-          f"removed examples in {out}/report/removed_<rule>.jsonl")
+    reused = sum(bool(r["file"].get("reused")) for r in results)
+    print(f"wrote {out}/ ({len(results)} shards"
+          f"{f', {reused} reused unchanged' if reused else ''}), {out}/report/clean_stats.md "
+          f"and removed examples in {out}/report/removed_<rule>.jsonl")
     return 0
 
 

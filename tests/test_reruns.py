@@ -445,3 +445,58 @@ def test_minhash_identical_rerun_links_every_file_and_reports_the_same(dedup_fir
     _minhash(d, "dedup", "--threshold", "0.7")
     _minhash(d, "dedup")
     assert {n: (d / "dedup" / "report" / n).read_bytes() for n in before} == before
+
+
+def test_clean_rerun_links_the_units_whose_rows_do_not_change(first, tmp_path):
+    """clean rewrites only the output files whose surviving rows change: a rerun that
+    changes a report flag only links them all; a threshold that moves a few documents
+    rewrites their units alone. Each time the files, the counts and the report equal a
+    fresh run's. A linked file's bytes are checked first: one altered in place (same
+    size) is written again."""
+    import clean
+
+    d = _copy(first, tmp_path)
+    small = ("--task-mb", "0.05")   # many units on the sample
+    _clean(d / "raw", d / "cleaned", *small)
+    before = _data(d / "cleaned")
+    assert len(before) > 4
+
+    def rerun_equals_fresh(*flags: str) -> tuple[dict[str, bool], str]:
+        cp = _clean(d / "raw", d / "cleaned", *small, *flags)
+        fresh = tmp_path / f"fresh{len(list(tmp_path.iterdir()))}"
+        _clean(d / "raw", fresh, *small, *flags)
+        assert _data(d / "cleaned") == _data(fresh)
+        assert _report(d / "cleaned") == _report(fresh)
+        m = json.loads((d / "cleaned" / "manifest.json").read_text())
+        assert m["counts"] == json.loads((fresh / "manifest.json").read_text())["counts"]
+        return {f["name"]: f["reused"] for f in m["files"]}, cp.stdout
+
+    # (--report-all measures language ID where no rule needed it: a first-time cost that
+    # reads the texts, but not a change of which rows survive)
+    reused, out = rerun_equals_fresh("--examples", "3", "--report-all")
+    assert all(reused.values()) and f"{len(before)} reused unchanged" in out
+    # --max-char-run at the longest run of any document keeps every document that rule
+    # removed (in most units); just under the longest run of a surviving document, it
+    # removes that document alone (one unit)
+    sig = pq.read_table(sorted((d / "cleaned" / "signals").glob("*.parquet")))
+    longest = int(sig.column("longest_run").to_numpy().max())
+    before = _data(d / "cleaned")
+    reused, _ = rerun_equals_fresh("--max-char-run", str(longest))
+    changed = {n for n, b in _data(d / "cleaned").items() if before[n] != b}
+    assert changed and {n for n, r in reused.items() if not r} == changed
+    runs = {n: max(clean.longest_char_run(t) for t in pq.read_table(d / "cleaned" / n)
+                   .column("text").to_pylist()) for n in before}
+    top = max(runs.values())
+    before = _data(d / "cleaned")
+    reused, _ = rerun_equals_fresh("--max-char-run", str(top - 1))
+    changed = {n for n, b in _data(d / "cleaned").items() if before[n] != b}
+    assert changed == {n for n, r in runs.items() if r == top}
+    assert {n for n, r in reused.items() if not r} == changed and len(changed) < len(before)
+    # a linked file is checked against its digest, not trusted
+    victim = sorted(before)[0]
+    raw = bytearray((d / "cleaned" / victim).read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    (d / "cleaned" / victim).unlink()      # a fresh inode: the hard links stay intact
+    (d / "cleaned" / victim).write_bytes(bytes(raw))
+    reused, _ = rerun_equals_fresh("--max-char-run", str(top - 1))
+    assert not reused[victim] and sum(reused.values()) == len(reused) - 1
