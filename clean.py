@@ -639,7 +639,8 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
     unchanged = False
     if main is not None and kept is not None and prev is not None:
         keep = keep_from_signals(ths[main], kept)
-        unchanged = keep is not None and filter_recipe(unit, keep, input_fingerprint) == prev["recipe"]
+        unchanged = (keep is not None
+                     and filter_recipe(unit, keep, input_fingerprint) == prev["recipe"])
     writer = None
     if main is not None and not unchanged:   # one pass: decide and write
         writer = ShardWriter(Path(staging) / unit.name, open_shard(unit.shard).schema_arrow)
@@ -736,11 +737,12 @@ def unit_batches(unit: Unit, write: bool, have_signals: bool):
     """The unit's rows as (batch, text), text() giving the batch's text column.
 
     A pass that writes the output reads every column. A sweep with every signal kept,
-    or a rerun deciding first (clean_unit), reads only the ids, and the text of a batch
-    only when a decision needs it (examples are read later, by the driver): a few row
-    groups, not the corpus."""
+    or a task whose unit's output is unchanged (clean_unit), reads only the ids, and the
+    text of a batch only when a decision needs it (examples are read later, by the
+    driver): a few row groups, not the corpus."""
     if write or not have_signals:
-        for batch in read_unit(unit, columns=None if write else ["id", "text"], batch_rows=READ_ROWS):
+        for batch in read_unit(unit, columns=None if write else ["id", "text"],
+                               batch_rows=READ_ROWS):
             yield batch, (lambda b=batch: b.column("text"))
         return
     yield from read_unit_lazily(unit, "id", "text", batch_rows=READ_ROWS)

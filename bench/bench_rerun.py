@@ -17,9 +17,10 @@ documents and times them around the command:
 
 Each rerun's output is checked to be byte-identical to a fresh run with the new value
 (the check is not timed). Each rerun is then repeated with the same flags ("unchanged"):
-no unit's rows change, so every output file is linked, not rewritten (checked). Targets (issue 11): a clean rerun takes at most 10% of the first
-run's wall time, a dedup_minhash rerun at most 25%. Also reported: the disk cost of the
-kept signals and signatures, in bytes per document.
+no unit's rows change, so every output file is linked, not rewritten (checked).
+Targets (issue 11): a clean rerun takes at most 10% of the first run's wall time, a
+dedup_minhash rerun at most 25%. Also reported: the disk cost of the kept signals and
+signatures, in bytes per document.
 """
 
 from __future__ import annotations
@@ -152,9 +153,10 @@ def run(corpus_texts: list[str], quick: bool = False) -> dict:
     rows = []
     for stage in ("clean", "dedup_minhash"):
         ratio = t[f"{stage} rerun"] / t[stage]
-        rows.append({"name": f"{stage}: first run {t[stage]:.1f} s, rerun {t[stage + ' rerun']:.1f} s "
-                             f"(reading the input and writing the output alone: {floor[stage]:.1f} s; "
-                             f"unchanged rerun {t[stage + ' rerun, unchanged']:.1f} s)",
+        rows.append({"name": f"{stage}: first run {t[stage]:.1f} s, "
+                             f"rerun {t[stage + ' rerun']:.1f} s (reading the input and writing "
+                             f"the output alone: {floor[stage]:.1f} s; unchanged rerun "
+                             f"{t[stage + ' rerun, unchanged']:.1f} s)",
                      "mb_per_s_per_core": None, "ratio": ratio,
                      "target": f"<= {TARGETS[stage]:.0%} of the first run",
                      "ok": ratio <= TARGETS[stage] and measured_nothing[stage] and linked[stage]
