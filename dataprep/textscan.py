@@ -180,8 +180,7 @@ def cheap_signals(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarr
                                                               np.ndarray, np.ndarray]:
     """(chars, dup_line_share, longest_run, alnum_share) of every text of a string column
     (a null text counts as empty), equal to clean.py's functions on each str."""
-    if isinstance(col, pa.ChunkedArray):
-        col = combine(col)
+    col = combine(col)
     if pa.types.is_large_string(col.type):
         col = col.cast(pa.string())
     n = len(col)
