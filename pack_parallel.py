@@ -53,7 +53,8 @@ from dataprep.executor import (add_executor_args, load_task_results, save_task_r
 from dataprep.manifest import MANIFEST
 from dataprep.report import human_bytes, markdown_table, save_report, table
 from dataprep.progress import task_progress
-from dataprep.shards import id_hashes, iter_batches, list_shards, open_shard
+from dataprep.shards import (HashingFile, file_record, id_hashes, iter_batches, list_shards,
+                             open_shard)
 from dataprep.stage import StageRun
 from dataprep.units import Unit, describe, plan_units, read_unit
 from dataprep.tokenizer import (check_fits_uint16, eos_id, load_tokenizer,
@@ -308,12 +309,14 @@ def pack_unit(rank: int, world_size: int, units: list[dict], staging: str, token
         "tokens_per_doc_hist": hist.tolist()})
 
 
-def concat_parts(staging: Path, split: str, tasks: int) -> Path:
+def concat_parts(staging: Path, split: str, tasks: int) -> tuple[Path, str]:
     """Concatenate the parts of one split in shard order (5.5: order is a convention
-    nothing checks, so it is fixed here, by rank, not by directory listing)."""
+    nothing checks, so it is fixed here, by rank, not by directory listing). Returns the
+    file and its digest, hashed on the way (the file is not read again for it)."""
     out = staging / f"{split}.bin"
     tmp = out.with_name(out.name + ".tmp")
-    with open(tmp, "wb") as fout:
+    fout = HashingFile(tmp)
+    try:
         for r in range(tasks):
             p = part_path(staging, split, r)
             if not p.exists():
@@ -321,8 +324,10 @@ def concat_parts(staging: Path, split: str, tasks: int) -> Path:
             with open(p, "rb") as fin:
                 while chunk := fin.read(CHUNK):
                     fout.write(chunk)
+    finally:
+        fout.close()
     os.replace(tmp, out)
-    return out
+    return out, fout.hexdigest()
 
 
 # --------------------------------------------------------------------------------------
@@ -395,7 +400,9 @@ def main(argv: list[str] | None = None) -> int:
                  threshold=threshold, batch_rows=args.batch_rows)
     results = load_task_results(run.staging, "pack", len(units))
     with run.phase("concatenate"):
-        outs = {s: concat_parts(run.staging, s, len(units)) for s in ("train", "val")}
+        outs, digests = {}, {}
+        for s in ("train", "val"):
+            outs[s], digests[s] = concat_parts(run.staging, s, len(units))
 
     counts = merge_counts(results, n_docs, n_val, eos, kind, tok, args.tokenizer, tok_hash,
                           args.output)
@@ -407,9 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     write_reports(run.staging / REPORT_DIR, counts, results, val_ids, enc_info)
     # the parts and task results stay in the staging folder until commit removes it, so
     # a crash before then resumes from them (commit moves the task logs out first)
-    from dataprep.shards import file_record
-    files = [file_record(outs["train"], tokens=counts["train"]["tokens"], dtype="uint16"),
-             file_record(outs["val"], tokens=counts["val"]["tokens"], dtype="uint16")]
+    files = [file_record(outs[s], digest=digests[s], tokens=counts[s]["tokens"], dtype="uint16")
+             for s in ("train", "val")]
     run.commit(files, counts, extra={"encoder": enc_info}, report_dir=REPORT_DIR)
     print(summary(counts, run.timings, args.output))
     return 0

@@ -112,7 +112,8 @@ class ShardWriter:
         self.path = Path(path)
         self.tmp = self.path.with_name(self.path.name + ".tmp")
         self.schema = schema
-        self.writer = pq.ParquetWriter(self.tmp, schema, **writer_options(schema))
+        self.sink = HashingFile(self.tmp)
+        self.writer = pq.ParquetWriter(self.sink, schema, **writer_options(schema))
         self.rows = 0
         self.text_bytes = 0
         self._pending: list[pa.Table] = []
@@ -154,8 +155,43 @@ class ShardWriter:
     def close(self) -> dict:
         self._flush(final=True)
         self.writer.close()
+        self.sink.close()
         os.replace(self.tmp, self.path)
-        return file_record(self.path, rows=self.rows, text_bytes=self.text_bytes)
+        return file_record(self.path, digest=self.sink.hexdigest(), rows=self.rows,
+                           text_bytes=self.text_bytes)
+
+
+class HashingFile:
+    """A file being written that hashes its bytes (xxh3-128) as they pass, so that the
+    digest a manifest records needs no second read of the file: Parquet's writer writes
+    through it as through any Python file."""
+
+    def __init__(self, path: str | os.PathLike):
+        self._file = open(path, "wb")
+        self._hash = xxhash.xxh3_128()
+
+    def write(self, data) -> int:
+        self._hash.update(data)
+        return self._file.write(data)
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def writable(self) -> bool:
+        return True
+
+    def hexdigest(self) -> str:
+        return self._hash.hexdigest()
 
 
 def _row_sizes(table: pa.Table) -> np.ndarray:
@@ -212,9 +248,12 @@ def file_digest(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def file_record(path: str | os.PathLike, **extra) -> dict:
+def file_record(path: str | os.PathLike, digest: str | None = None, **extra) -> dict:
+    """A file's manifest record: name, size, xxh3-128 digest (read from the file unless
+    the writer computed it while writing) and `extra`."""
     path = Path(path)
-    return {"name": path.name, "size": path.stat().st_size, "xxh3_128": file_digest(path), **extra}
+    return {"name": path.name, "size": path.stat().st_size,
+            "xxh3_128": digest or file_digest(path), **extra}
 
 
 def _first_line(e: BaseException) -> str:

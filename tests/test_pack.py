@@ -17,6 +17,7 @@ import pack_parallel as pp
 from dataprep.bpe import BpeEncoder
 from dataprep.errors import StageError
 from dataprep.loader import get_batch
+from dataprep.shards import file_digest
 from dataprep.units import plan_units
 from dataprep.tokenizer import (EOS_TOKEN, SPECIAL_TOKENS, load_tokenizer, ordinary_tokenizer,
                                 to_tiktoken, tokenizer_hash)
@@ -260,6 +261,9 @@ def test_every_document_is_packed_in_order_with_one_eos(packed, sample_layout, t
         starts = np.concatenate([[0], ends[:-1] + 1])
         decoded = [tok.decode(data[a:b].tolist()) for a, b in zip(starts, ends)]
         assert decoded == want[split]  # same documents, same order, lossless
+        rec = next(f for f in m["files"] if f["name"] == f"{split}.bin")  # hashed while written
+        assert rec["xxh3_128"] == file_digest(packed / f"{split}.bin")
+        assert rec["size"] == 2 * len(data) and rec["tokens"] == len(data)
     assert c["docs_in"] == c["docs_out"] == len(docs)
     assert c["dtype"] == "uint16" and c["tokenizer"]["xxh3_128"] == tokenizer_hash(tok_path)
     assert m["input"]["fingerprint"] == json.loads(

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import SAMPLE, run_script
 from dataprep import progress
-from dataprep.shards import ROW_GROUP_BYTES, ShardWriter, list_shards
+from dataprep.shards import ROW_GROUP_BYTES, ShardWriter, file_digest, list_shards, writer_options
 from dataprep.units import fetch_column, fetch_rows, plan_units, read_unit, split_row_groups, unit_offsets
 
 
@@ -43,8 +43,19 @@ def test_row_groups_bounded_and_independent_of_batching(tmp_path):
         rec = w.close()
         files.append(tmp_path / f"{name}.parquet")
         assert rec["rows"] == len(texts)
+        # the digest hashed while writing is the one of the bytes on disk
+        assert rec["xxh3_128"] == file_digest(files[-1]) and rec["size"] == files[-1].stat().st_size
     assert files[0].read_bytes() == files[1].read_bytes()
     md = pq.ParquetFile(files[0]).metadata
+    # and they are the bytes Parquet's writer puts in a file it opens itself
+    with pq.ParquetWriter(tmp_path / "plain.parquet", table.schema,
+                          **writer_options(table.schema)) as w:
+        start = 0
+        for i in range(md.num_row_groups):
+            n = md.row_group(i).num_rows
+            w.write_table(table.slice(start, n).combine_chunks(), row_group_size=n)
+            start += n
+    assert (tmp_path / "plain.parquet").read_bytes() == files[0].read_bytes()
     sizes = [sum(len(t.encode()) for t in pq.ParquetFile(files[0]).read_row_group(i)
                  .column("text").to_pylist()) for i in range(md.num_row_groups)]
     assert md.num_row_groups >= 2 and max(sizes) <= ROW_GROUP_BYTES
