@@ -315,8 +315,7 @@ def concat_parts(staging: Path, split: str, tasks: int) -> tuple[Path, str]:
     file and its digest, hashed on the way (the file is not read again for it)."""
     out = staging / f"{split}.bin"
     tmp = out.with_name(out.name + ".tmp")
-    fout = HashingFile(tmp)
-    try:
+    with HashingFile(tmp) as fout:
         for r in range(tasks):
             p = part_path(staging, split, r)
             if not p.exists():
@@ -324,8 +323,6 @@ def concat_parts(staging: Path, split: str, tasks: int) -> tuple[Path, str]:
             with open(p, "rb") as fin:
                 while chunk := fin.read(CHUNK):
                     fout.write(chunk)
-    finally:
-        fout.close()
     os.replace(tmp, out)
     return out, fout.hexdigest()
 

@@ -193,6 +193,12 @@ class HashingFile:
     def hexdigest(self) -> str:
         return self._hash.hexdigest()
 
+    def __enter__(self) -> "HashingFile":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 def _row_sizes(table: pa.Table) -> np.ndarray:
     import pyarrow.compute as pc
