@@ -55,7 +55,7 @@ from dataprep.report import human_bytes, markdown_table, save_report, table
 from dataprep.progress import task_progress
 from dataprep.shards import (HashingFile, file_record, id_hashes, iter_batches, list_shards,
                              open_shard)
-from dataprep.stage import StageRun
+from dataprep.stage import StageRun, add_force_arg
 from dataprep.units import Unit, describe, plan_units, read_unit
 from dataprep.tokenizer import (check_fits_uint16, eos_id, load_tokenizer,
                                 ordinary_tokenizer, byte_level_unsupported, to_tiktoken,
@@ -349,6 +349,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="text compared between the fast encoder and HF at start (default 1 MB)")
     p.add_argument("--batch-rows", type=int, default=1024,
                    help="documents encoded per batch: bounds each task's memory")
+    add_force_arg(p)
     add_executor_args(p)
     a = p.parse_args(argv)
     if not 0 < a.val_ratio < 1:
@@ -378,7 +379,12 @@ def main(argv: list[str] | None = None) -> int:
     run = StageRun("pack_parallel", args.output, config,
                    input_manifest=Path(args.input) / MANIFEST,
                    extra_inputs={"tokenizer": tok_manifest} if tok_manifest.exists() else None,
-                   manifest_name=MANIFEST_NAME, files_into=True)
+                   manifest_name=MANIFEST_NAME, files_into=True,
+                   reuse_current=not args.force)
+    if run.current:   # train.bin and val.bin are what this run would write: keep them
+        print(run.current_line())
+        print(f"its report: {Path(args.output) / REPORT_DIR}/")
+        return 0
     if run.resumed:
         print(f"resuming in {run.staging}", file=sys.stderr)
 

@@ -80,7 +80,7 @@ from dataprep.executor import (add_executor_args, load_task_results, save_task_r
 from dataprep.manifest import MANIFEST, read_manifest, write_json
 from dataprep.report import human_bytes, markdown_table, pct, save_report, table
 from dataprep.shards import ShardWriter, file_record, list_shards, open_shard, read_table
-from dataprep.stage import StageRun
+from dataprep.stage import StageRun, add_force_arg
 from dataprep.units import plan_units
 from dataprep.tokenizer import EOS_TOKEN, SPECIAL_TOKENS, max_token_id, ordinary_tokenizer
 
@@ -526,6 +526,12 @@ def check_args(args: argparse.Namespace) -> None:
         raise StageError("--workers must be at least 1")
 
 
+def tokenizers_version() -> str:
+    """HF tokenizers' version, recorded in the config: another version may train other merges."""
+    from tokenizers import __version__
+    return __version__
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -547,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="text held out of training to measure compression (default 5 MB, "
                         f"at most {HELDOUT_MAX_SHARE * 100:.0f}%% of the corpus)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
+    add_force_arg(p)
     add_executor_args(p)
     args = p.parse_args(argv)
     start_pool_early(args)
@@ -561,8 +568,16 @@ def main(argv: list[str] | None = None) -> int:
               "sample_ratio": args.sample_ratio, "min_bytes": args.min_bytes,
               "max_bytes": args.max_bytes, "max_doc_chars": args.max_doc_chars,
               "heldout_bytes": args.heldout_bytes, "seed": args.seed,
-              "special_tokens": SPECIAL_TOKENS}
-    run = StageRun("train_tokenizer", out, config, input_manifest=inp / MANIFEST)
+              "special_tokens": SPECIAL_TOKENS, "tokenizers": tokenizers_version()}
+    # training is the slowest step of a rerun of the whole pipeline (minutes at 1 GB), and
+    # its output depends only on the input, this config and the library: when the
+    # tokenizer in place was trained from them, keep it
+    run = StageRun("train_tokenizer", out, config, input_manifest=inp / MANIFEST,
+                   reuse_current=not args.force)
+    if run.current:
+        print(run.current_line())
+        print(f"its report: {out}/report/train_tokenizer_stats.md")
+        return 0
     if run.resumed:
         print(f"resuming in {run.staging}", file=sys.stderr)
 

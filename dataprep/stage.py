@@ -27,8 +27,9 @@ from .errors import StageError
 from .executor import RESULTS_DIR, run_tasks
 from .progress import cpu_seconds, current_rss_mb, peak_rss_mb
 from .layout import STAGES
-from .manifest import (MANIFEST, VERSION, check_input, fingerprint, read_manifest,
-                       relative_manifest, upstream_path, write_json)
+from .manifest import (MANIFEST, VERSION, check_input, display_path, fingerprint,
+                       read_manifest, relative_manifest, upstream_path, write_json)
+from .shards import file_digest
 
 RUN_KEY = "_run.json"
 
@@ -45,7 +46,8 @@ class StageRun:
     def __init__(self, stage: str, output: str | os.PathLike, config: dict,
                  input_manifest: str | os.PathLike | None = None,
                  extra_inputs: dict[str, str | os.PathLike] | None = None,
-                 manifest_name: str = MANIFEST, files_into: bool = False):
+                 manifest_name: str = MANIFEST, files_into: bool = False,
+                 reuse_current: bool = False):
         self.stage = stage
         self.script = STAGES[stage][0] if stage in STAGES else f"{stage}.py"
         self.output = Path(output)
@@ -67,11 +69,52 @@ class StageRun:
         parent = self.output if files_into else self.output.parent
         name = f".{stage}" if files_into else f".{self.output.name}"
         self.staging = parent / f"{name}.partial"
-        self._prepare()
+        self._recover()
+        # reuse_current: a stage whose output this run would only write again, byte for
+        # byte, does nothing (see current_output); no staging folder is made
+        self.current = self.current_output() if reuse_current else None
+        self.resumed = False
+        if self.current is None:
+            self._prepare()
+
+    def current_output(self) -> dict | None:
+        """The manifest of the output in place, if this run would write the same bytes.
+
+        Stages are deterministic, so an output is current when its manifest records this
+        run's stage, manifest version, config and input fingerprints (the upstream chain
+        is checked already), and every file it lists still has its recorded size and
+        xxh3-128 digest. Anything else (no manifest, an unreadable one, a file changed,
+        truncated or missing) means the stage runs."""
+        try:
+            m = json.loads((self.output / self.manifest_name).read_text(encoding="utf-8"))
+            files = m["files"]
+            if (m.get("version") != VERSION or m.get("stage") != self.stage
+                    or m.get("config") != json.loads(json.dumps(self.config))
+                    or (m.get("input") or {}).get("fingerprint") != self.input_fingerprint
+                    or {k: v.get("fingerprint") for k, v in (m.get("extra_inputs") or {}).items()}
+                    != {k: em["output_fingerprint"] for k, (_, em) in self.extra.items()}
+                    or m.get("output_fingerprint") != fingerprint(files, self.stage)):
+                return None
+            for f in files:
+                p = self.output / f["name"]
+                if p.stat().st_size != f["size"] or file_digest(p) != f["xxh3_128"]:
+                    return None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        return m
+
+    def current_line(self) -> str:
+        """What a stage prints when its output is current (and it did nothing)."""
+        names = [f["name"] for f in self.current["files"]]
+        what = (" and ".join(display_path(self.output / n) for n in names) + " are"
+                if self.files_into else display_path(self.output) + " is")
+        return (f"{what} up to date: the manifest records this input and config, and "
+                f"{len(names)} file{'s' if len(names) != 1 else ''} match{'' if len(names) != 1 else 'es'} "
+                f"its digests (checked in {time.time() - self.t0:.1f} s); nothing to do. "
+                "--force rebuilds.")
 
     # -- staging -----------------------------------------------------------------------
     def _prepare(self) -> None:
-        self._recover()
         keyfile = self.staging / RUN_KEY
         if self.staging.exists():
             try:
@@ -82,7 +125,6 @@ class StageRun:
                 self.resumed = True
                 return
             shutil.rmtree(self.staging)
-        self.resumed = False
         self.staging.mkdir(parents=True)
         write_json(keyfile, {"key": self.key, "stage": self.stage})
 
@@ -230,6 +272,13 @@ class StageRun:
             os.replace(p, target)
         os.replace(self.staging / self.manifest_name, self.output / self.manifest_name)
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def add_force_arg(p) -> None:
+    """--force, for a stage that does nothing when its output is current (StageRun's
+    reuse_current): the way to rebuild it anyway, say after upgrading a library."""
+    p.add_argument("--force", action="store_true",
+                   help="run even when the output is up to date (same input, config and files)")
 
 
 def resources_line(r: dict, timings: dict) -> str:

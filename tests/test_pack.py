@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import tracemalloc
 from pathlib import Path
 
@@ -298,8 +299,32 @@ def test_byte_identical_for_any_workers_and_reruns(packed, sample_layout, tok_pa
     for f in ("train.bin", "val.bin"):
         assert (out / f).read_bytes() == (packed / f).read_bytes()
     assert manifest(out)["output_fingerprint"] == manifest(packed)["output_fingerprint"]
-    pack(sample_layout / "raw", out, tok_path, "--workers", "2")  # rerun in place
+    cp = pack(sample_layout / "raw", out, tok_path, "--workers", "2", "--force")  # in place
+    assert "up to date" not in cp.stdout and "wrote" in cp.stdout
     assert (out / "train.bin").read_bytes() == (packed / "train.bin").read_bytes()
+
+
+def test_unchanged_rerun_keeps_the_files_and_a_damaged_one_is_rebuilt(packed, sample_layout,
+                                                                      tok_path, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(packed, out)
+    names = ("train.bin", "val.bin", "pack_manifest.json")
+    before = {n: ((out / n).stat().st_mtime_ns, (out / n).read_bytes()) for n in names}
+    cp = pack(sample_layout / "raw", out, tok_path, "--workers", "1")  # workers: not config
+    assert "train.bin and" in cp.stdout and "val.bin are up to date" in cp.stdout
+    assert {n: ((out / n).stat().st_mtime_ns, (out / n).read_bytes()) for n in names} == before
+    assert not any(p.name.endswith(".partial") for p in out.iterdir())
+    # another setting packs again
+    cp = pack(sample_layout / "raw", out, tok_path, "--seed", "7")
+    assert "up to date" not in cp.stdout and manifest(out)["config"]["seed"] == 7
+    cp = pack(sample_layout / "raw", out, tok_path)
+    assert "up to date" not in cp.stdout
+    # a truncated val.bin is not trusted: packed again, to the same bytes
+    good = (out / "val.bin").read_bytes()
+    (out / "val.bin").write_bytes(good[:-2])
+    cp = pack(sample_layout / "raw", out, tok_path)
+    assert "up to date" not in cp.stdout and (out / "val.bin").read_bytes() == good
+    assert (out / "train.bin").read_bytes() == before["train.bin"][1]
 
 
 @pytest.mark.parametrize("kind", ["hf", "tiktoken"])

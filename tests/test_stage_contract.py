@@ -101,6 +101,57 @@ def test_uncommitted_run_leaves_previous_output_and_resumes(tmp_path):
     assert not other.resumed and not (other.staging / "part-done.marker").exists()
 
 
+def test_output_is_current_only_while_a_run_would_write_the_same_bytes(tmp_path):
+    raw = _raw(tmp_path, 25)
+    (tmp_path / "t").mkdir()
+    tok = _raw(tmp_path / "t", 5)            # stands in for an extra input (pack's tokenizer)
+    out = tmp_path / "data" / "cleaned"
+    run = StageRun("clean", out, {"copy": True}, input_manifest=raw / "manifest.json",
+                   extra_inputs={"tok": tok / "manifest.json"})
+    recs = [write_table(run.staging / s.name, read_table(s)) for s in list_shards(raw)]
+    first = run.commit(recs, {"docs_in": 1, "docs_out": 1, "bytes_in": 0, "bytes_out": 0,
+                              "removed": {}})
+
+    def again(config=None) -> StageRun:
+        return StageRun("clean", out, config or {"copy": True}, reuse_current=True,
+                        input_manifest=raw / "manifest.json",
+                        extra_inputs={"tok": tok / "manifest.json"})
+
+    same = again()
+    assert same.current == first and not same.staging.exists()   # nothing staged
+    assert "cleaned is up to date" in same.current_line()
+    # not asked to reuse (--force): the stage runs
+    assert StageRun("clean", out, {"copy": True}, input_manifest=raw / "manifest.json",
+                    extra_inputs={"tok": tok / "manifest.json"}).current is None
+    assert again({"copy": True, "threshold": 2}).current is None     # another config
+    shard = out / first["files"][0]["name"]
+    good = shard.read_bytes()
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 1
+    for bad in (bytes(flipped), good[:-10], good + b"x"):   # edited in place, cut, grown
+        shard.write_bytes(bad)
+        assert again().current is None
+    shard.write_bytes(good)
+    assert again().current == first
+    mfile = out / "manifest.json"
+    text = mfile.read_text()
+    for bad in (text[: len(text) // 2], text.replace('"version": 1', '"version": 0'), "[]"):
+        mfile.write_text(bad)
+        assert again().current is None            # unreadable, older or foreign manifest
+    mfile.write_text(text)
+    assert again().current == first
+    # an input rerun with other output: the input fingerprint no longer matches
+    run_script("download_data.py", "--input", tmp_path / "t" / "src.jsonl", "--output", tok,
+               "--shard-rows", 2)
+    assert again().current is None
+    run_script("download_data.py", "--input", tmp_path / "t" / "src.jsonl", "--output", tok,
+               "--shard-rows", 10)
+    assert again().current == first                # the same bytes again: current again
+    run_script("download_data.py", "--input", tmp_path / "src.jsonl", "--output", raw,
+               "--shard-rows", 7)
+    assert again().current is None
+
+
 def test_crash_between_the_commit_renames_is_mended(tmp_path):
     import os
 

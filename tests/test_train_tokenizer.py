@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -143,6 +144,30 @@ def test_same_bytes_for_any_workers(trained, sample_layout, tmp_path):
     for name in ("tokenizer.json", "tokenizer_config.json", "report/heldout.parquet"):
         assert (out / name).read_bytes() == (trained / name).read_bytes(), name
     assert manifest(out)["compression"] == manifest(trained)["compression"]
+
+
+def test_unchanged_rerun_keeps_the_tokenizer_and_force_retrains(trained, sample_layout,
+                                                                 tmp_path):
+    out = tmp_path / "tokenizer"
+    shutil.copytree(trained, out)
+    args = ("train_tokenizer.py", "--input", sample_layout / "raw", "--output", out,
+            "--vocab-size", VOCAB)
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.iterdir() if p.is_file()}
+    cp = run_script(*args)
+    assert "is up to date" in cp.stdout and "training sample" not in cp.stdout
+    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes())
+            for p in out.iterdir() if p.is_file()} == before   # not one file rewritten
+    assert manifest(out)["config"]["tokenizers"]               # the library's version counts
+    # a tokenizer.json changed in place, same size: never trusted, trained again
+    good = (out / "tokenizer.json").read_bytes()
+    (out / "tokenizer.json").write_bytes(good.replace(b'"merges"', b'"merges"'.upper()))
+    cp = run_script(*args)
+    assert "up to date" not in cp.stdout and "training sample" in cp.stdout
+    assert (out / "tokenizer.json").read_bytes() == good
+    # --force trains even an output that is up to date, to the same bytes
+    cp = run_script(*args, "--force")
+    assert "up to date" not in cp.stdout and "training sample" in cp.stdout
+    assert (out / "tokenizer.json").read_bytes() == good
 
 
 # ---- failing loudly --------------------------------------------------------------------
