@@ -27,7 +27,9 @@ What it does, in the order the tutorial asks for it:
   uses HF (--encoder auto), or stops (a fast encoder asked for by name).
 - train.bin / val.bin appear only complete (staged, then renamed); the manifest
   data/pack_manifest.json records documents, tokens, EOS counts, dtype, the tokenizer's
-  hash and the input's fingerprint.
+  hash and the input's fingerprint. A rerun whose input, tokenizer and config match it,
+  with both .bin files matching their digests, keeps them and encodes nothing (--force
+  packs anyway).
 
 Read the result with `np.memmap("data/train.bin", dtype=np.uint16, mode="r")`, or with
 dataprep.loader.get_batch(split, batch_size, seq_len) (5.2).

@@ -54,8 +54,10 @@ Output (--output, default data/tokenizer/): tokenizer.json, tokenizer_config.jso
 transformers' PreTrainedTokenizerFast.from_pretrained(folder) loads it with eos set),
 manifest.json (sample size and mix, checks, and "compression": chars and bytes per token
 on the held-out text) and report/. The file is byte-identical for any --workers
-(training threads, via RAYON_NUM_THREADS). compare_tokenizers.py adds the comparison
-with GPT-2, Mistral-7B and cl100k_base (4.5).
+(training threads, via RAYON_NUM_THREADS), so a rerun whose input, config and
+tokenizers version match the manifest, with tokenizer.json and tokenizer_config.json
+matching their digests, keeps them and trains nothing (--force trains anyway).
+compare_tokenizers.py adds the comparison with GPT-2, Mistral-7B and cl100k_base (4.5).
 """
 
 from __future__ import annotations
