@@ -40,13 +40,15 @@ for p in (ROOT, ROOT / "bench"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
+from common import stage_env  # noqa: E402  (bench/ is on the path from here on)
+
 TARGETS = {"clean": 0.10, "dedup_minhash": 0.25}
 
 
 def _run(script: str, *args) -> float:
     t0 = time.time()
     cp = subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
-                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                        capture_output=True, text=True, env=stage_env())
     if cp.returncode != 0:
         raise RuntimeError(f"{script} {' '.join(map(str, args))}: {cp.stderr[-2000:]}")
     return time.time() - t0

@@ -47,6 +47,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from common import stage_env  # noqa: E402
 
 FINEWEB_BYTES = 28.5e9
 CORPUS = ROOT / "data" / "bench_corpus"
@@ -109,7 +111,7 @@ def run_stage(stage: str, data: Path, inputs: Path, cores: int, quick: bool = Fa
     cpu0, _ = children_cpu()
     t0 = time.time()
     cp = subprocess.run(stage_command(stage, data, inputs, quick), cwd=ROOT, capture_output=True,
-                        text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                        text=True, env=stage_env())
     wall = time.time() - t0
     cpu1, rss = children_cpu()
     if cp.returncode not in (0, 1) or (cp.returncode == 1 and stage != "verify"):
