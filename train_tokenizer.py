@@ -55,8 +55,9 @@ transformers' PreTrainedTokenizerFast.from_pretrained(folder) loads it with eos 
 manifest.json (sample size and mix, checks, and "compression": chars and bytes per token
 on the held-out text) and report/. The file is byte-identical for any --workers
 (training threads, via RAYON_NUM_THREADS), so a rerun whose input, config and
-tokenizers version match the manifest, with tokenizer.json and tokenizer_config.json
-matching their digests, keeps them and trains nothing (--force trains anyway).
+tokenizers version match the manifest, with tokenizer.json, tokenizer_config.json and
+report/heldout.parquet matching their digests, keeps them and trains nothing (--force
+trains anyway).
 compare_tokenizers.py adds the comparison with GPT-2, Mistral-7B and cl100k_base (4.5).
 """
 
@@ -86,6 +87,7 @@ from dataprep.stage import StageRun, add_force_arg
 from dataprep.units import plan_units
 from dataprep.tokenizer import EOS_TOKEN, SPECIAL_TOKENS, max_token_id, ordinary_tokenizer
 
+HELDOUT = "report/heldout.parquet"   # the held-out text, beside the report
 PAIR_COUNT_LIMIT = 2**31 - 1   # BpeTrainer's i32 pair counts (tokenizers issue 2058)
 ID_LIMIT = 65535               # every id must be below this to be stored as uint16 (4.6)
 HELDOUT_MAX_SHARE = 0.10       # never hold out more than this share of the corpus
@@ -502,7 +504,7 @@ def write_outputs(staging: Path, tok, heldout: pa.Table, vocab_size: int) -> Non
     write_json(staging / "tokenizer_config.json", tokenizer_config(vocab_size))
     report = staging / "report"
     report.mkdir(exist_ok=True)
-    pq.write_table(heldout, report / "heldout.parquet", compression="zstd")
+    pq.write_table(heldout, staging / HELDOUT, compression="zstd")
     shutil.rmtree(staging / SAMPLE_DIR)
 
 
@@ -631,8 +633,11 @@ def main(argv: list[str] | None = None) -> int:
                 {"counts": counts, "sample": sample, "verification": verification,
                  "compression": comp, "train_seconds": round(train_secs, 3)},
                 "# train_tokenizer\n\n" + markdown_table(["train_tokenizer", "value"], rows))
+    # the held-out text is listed too: compare_tokenizers.py and verify.py read it, so an
+    # output without it (or with it damaged) is not current
     files = [file_record(run.staging / "tokenizer.json"),
-             file_record(run.staging / "tokenizer_config.json")]
+             file_record(run.staging / "tokenizer_config.json"),
+             {**file_record(run.staging / HELDOUT), "name": HELDOUT}]
     run.commit(files, counts, extra={"sample": sample, "verification": verification,
                                      "compression": comp})
 

@@ -39,7 +39,8 @@ def test_output_layout_and_manifest(trained):
         "manifest.json", "report", "tokenizer.json", "tokenizer_config.json"]
     assert (trained / "report" / "train_tokenizer_stats.md").exists()
     m = manifest(trained)
-    assert m["files"][0]["name"] == "tokenizer.json"
+    assert [f["name"] for f in m["files"]] == ["tokenizer.json", "tokenizer_config.json",
+                                               "report/heldout.parquet"]
     assert m["counts"]["vocab_size"] == VOCAB and m["counts"]["max_id"] == VOCAB - 1
     s = m["sample"]
     # the whole sample minus the held-out part (min-bytes 1 GB > the corpus)
@@ -164,6 +165,12 @@ def test_unchanged_rerun_keeps_the_tokenizer_and_force_retrains(trained, sample_
     cp = run_script(*args)
     assert "up to date" not in cp.stdout and "training sample" in cp.stdout
     assert (out / "tokenizer.json").read_bytes() == good
+    # the held-out text compare_tokenizers.py and verify.py read is part of the output
+    held = (out / "report" / "heldout.parquet").read_bytes()
+    (out / "report" / "heldout.parquet").unlink()
+    cp = run_script(*args)
+    assert "up to date" not in cp.stdout and "training sample" in cp.stdout
+    assert (out / "report" / "heldout.parquet").read_bytes() == held
     # --force trains even an output that is up to date, to the same bytes
     cp = run_script(*args, "--force")
     assert "up to date" not in cp.stdout and "training sample" in cp.stdout
