@@ -28,8 +28,8 @@ What it does, in the order the tutorial asks for it:
 - train.bin / val.bin appear only complete (staged, then renamed); the manifest
   data/pack_manifest.json records documents, tokens, EOS counts, dtype, the tokenizer's
   hash and the input's fingerprint. A rerun whose input, tokenizer and config match it,
-  with both .bin files matching their digests, keeps them and encodes nothing (--force
-  packs anyway).
+  with both .bin files and the val ids matching their digests, keeps them and encodes
+  nothing (--force packs anyway).
 
 Read the result with `np.memmap("data/train.bin", dtype=np.uint16, mode="r")`, or with
 dataprep.loader.get_batch(split, batch_size, seq_len) (5.2).
@@ -66,6 +66,7 @@ from dataprep.tokenizer import (check_fits_uint16, eos_id, load_tokenizer,
 DTYPE = np.uint16
 MANIFEST_NAME = "pack_manifest.json"
 REPORT_DIR = "pack_report"
+VAL_IDS = f"{REPORT_DIR}/val_ids.txt"
 PARTS = "_parts"
 CHUNK = 1 << 24  # 16 MB copy blocks when concatenating parts (5.5)
 
@@ -421,6 +422,8 @@ def main(argv: list[str] | None = None) -> int:
     # a crash before then resumes from them (commit moves the task logs out first)
     files = [file_record(outs[s], digest=digests[s], tokens=counts[s]["tokens"], dtype="uint16")
              for s in ("train", "val")]
+    # verify.py reads the val ids: listed, so a pack without them is not current
+    files.append({**file_record(run.staging / VAL_IDS), "name": VAL_IDS})
     run.commit(files, counts, extra={"encoder": enc_info}, report_dir=REPORT_DIR)
     print(summary(counts, run.timings, args.output))
     return 0

@@ -106,8 +106,9 @@ class StageRun:
     def current_line(self) -> str:
         """What a stage prints when its output is current (and it did nothing)."""
         names = [f["name"] for f in self.current["files"]]
-        what = (" and ".join(display_path(self.output / n) for n in names) + " are"
-                if self.files_into else display_path(self.output) + " is")
+        shown = [display_path(self.output / n) for n in names]
+        what = (", ".join(shown[:-1]) + " and " + shown[-1] + " are"
+                if self.files_into and len(shown) > 1 else display_path(self.output) + " is")
         return (f"{what} up to date: the manifest records this input and config, and "
                 f"{len(names)} file{'s' if len(names) != 1 else ''} match{'' if len(names) != 1 else 'es'} "
                 f"its digests (checked in {time.time() - self.t0:.1f} s); nothing to do. "
@@ -262,7 +263,8 @@ class StageRun:
         if old_manifest.exists():
             old_manifest.unlink()  # the old set is incomplete from here on: say so first
         for f in files:
-            os.replace(self.staging / f["name"], self.output / f["name"])
+            if "/" not in f["name"]:   # a file in a folder moves with its folder, below
+                os.replace(self.staging / f["name"], self.output / f["name"])
         for p in sorted(self.staging.iterdir()):
             if p.name == self.manifest_name or p.name.startswith("_"):
                 continue  # the manifest goes last; _work folders go with the staging folder

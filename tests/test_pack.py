@@ -311,7 +311,7 @@ def test_unchanged_rerun_keeps_the_files_and_a_damaged_one_is_rebuilt(packed, sa
     names = ("train.bin", "val.bin", "pack_manifest.json")
     before = {n: ((out / n).stat().st_mtime_ns, (out / n).read_bytes()) for n in names}
     cp = pack(sample_layout / "raw", out, tok_path, "--workers", "1")  # workers: not config
-    assert "train.bin and" in cp.stdout and "val.bin are up to date" in cp.stdout
+    assert "train.bin, " in cp.stdout and "val_ids.txt are up to date" in cp.stdout
     assert {n: ((out / n).stat().st_mtime_ns, (out / n).read_bytes()) for n in names} == before
     assert not any(p.name.endswith(".partial") for p in out.iterdir())
     # another setting packs again
@@ -325,6 +325,15 @@ def test_unchanged_rerun_keeps_the_files_and_a_damaged_one_is_rebuilt(packed, sa
     cp = pack(sample_layout / "raw", out, tok_path)
     assert "up to date" not in cp.stdout and (out / "val.bin").read_bytes() == good
     assert (out / "train.bin").read_bytes() == before["train.bin"][1]
+    # so is a pack whose val ids (verify.py reads them) are gone
+    ids = (out / "pack_report" / "val_ids.txt").read_bytes()
+    (out / "pack_report" / "val_ids.txt").unlink()
+    cp = pack(sample_layout / "raw", out, tok_path)
+    assert "up to date" not in cp.stdout
+    assert (out / "pack_report" / "val_ids.txt").read_bytes() == ids
+    assert (out / "pack_manifest.json").read_bytes() != before["pack_manifest.json"][1]
+    assert [f["name"] for f in manifest(out)["files"]] == [
+        "train.bin", "val.bin", "pack_report/val_ids.txt"]
 
 
 @pytest.mark.parametrize("kind", ["hf", "tiktoken"])
