@@ -472,9 +472,10 @@ def lang_decisions(th: Thresholds, sig: Signals, lid: LidCalls, idx: np.ndarray
 
 def accepted(th: Thresholds, langs: np.ndarray, confs: np.ndarray) -> np.ndarray:
     """Does the lang rule keep each decision: confident enough, in --languages."""
+    langs = np.asarray(langs, dtype=object)
     ok = np.zeros(len(langs), bool)
     for lang in set(th.languages):   # a compare per wanted label, not a test per document
-        ok |= np.asarray(langs, dtype=object) == lang
+        ok |= langs == lang
     return (confs >= th.min_lang_conf) & ok
 
 

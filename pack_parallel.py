@@ -423,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     files = [file_record(outs[s], digest=digests[s], tokens=counts[s]["tokens"], dtype="uint16")
              for s in ("train", "val")]
     # verify.py reads the val ids: listed, so a pack without them is not current
-    files.append({**file_record(run.staging / VAL_IDS), "name": VAL_IDS})
+    files.append(file_record(run.staging / VAL_IDS, name=VAL_IDS))
     run.commit(files, counts, extra={"encoder": enc_info}, report_dir=REPORT_DIR)
     print(summary(counts, run.timings, args.output))
     return 0

@@ -637,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
     # output without it (or with it damaged) is not current
     files = [file_record(run.staging / "tokenizer.json"),
              file_record(run.staging / "tokenizer_config.json"),
-             {**file_record(run.staging / HELDOUT), "name": HELDOUT}]
+             file_record(run.staging / HELDOUT, name=HELDOUT)]
     run.commit(files, counts, extra={"sample": sample, "verification": verification,
                                      "compression": comp})
 

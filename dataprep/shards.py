@@ -254,12 +254,22 @@ def file_digest(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def file_record(path: str | os.PathLike, digest: str | None = None, **extra) -> dict:
-    """A file's manifest record: name, size, xxh3-128 digest (read from the file unless
-    the writer computed it while writing) and `extra`."""
+def file_record(path: str | os.PathLike, digest: str | None = None, name: str | None = None,
+                **extra) -> dict:
+    """A file's manifest record: name (the file's own, unless a path relative to the
+    output folder is given), size, xxh3-128 digest (read from the file unless the writer
+    computed it while writing) and `extra`."""
     path = Path(path)
-    return {"name": path.name, "size": path.stat().st_size,
+    return {"name": name or path.name, "size": path.stat().st_size,
             "xxh3_128": digest or file_digest(path), **extra}
+
+
+def matches_record(path: str | os.PathLike, record: dict) -> bool:
+    """Is the file at path still the one a record describes: there, with its size and
+    xxh3-128 digest (the size first: a file that changed size is not read)."""
+    path = Path(path)
+    return (path.is_file() and path.stat().st_size == record["size"]
+            and file_digest(path) == record["xxh3_128"])
 
 
 def _first_line(e: BaseException) -> str:

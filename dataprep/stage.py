@@ -29,7 +29,7 @@ from .progress import cpu_seconds, current_rss_mb, peak_rss_mb
 from .layout import STAGES
 from .manifest import (MANIFEST, VERSION, check_input, display_path, fingerprint,
                        read_manifest, relative_manifest, upstream_path, write_json)
-from .shards import file_digest
+from .shards import matches_record
 
 RUN_KEY = "_run.json"
 
@@ -95,10 +95,8 @@ class StageRun:
                     != {k: em["output_fingerprint"] for k, (_, em) in self.extra.items()}
                     or m.get("output_fingerprint") != fingerprint(files, self.stage)):
                 return None
-            for f in files:
-                p = self.output / f["name"]
-                if p.stat().st_size != f["size"] or file_digest(p) != f["xxh3_128"]:
-                    return None
+            if not all(matches_record(self.output / f["name"], f) for f in files):
+                return None
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
         return m

@@ -268,14 +268,13 @@ def filter_unit(unit: Unit | dict, dst: str | os.PathLike, keep,
     its bytes still match their digest, it is hard-linked instead of rewritten: a rerun
     that changes a few units rewrites only those. The record says which happened.
     pick: as filter_shard's (row numbers within the unit), whichever happened."""
-    from .shards import file_digest, filter_shard, link_or_copy
+    from .shards import filter_shard, link_or_copy, matches_record
 
     u = unit if isinstance(unit, Unit) else Unit(**unit)
     recipe = filter_recipe(u, keep, input_fingerprint)
     dst = Path(dst)
-    if previous and previous.get("recipe") == recipe and Path(previous["path"]).is_file() \
-            and Path(previous["path"]).stat().st_size == previous["size"] \
-            and file_digest(previous["path"]) == previous["xxh3_128"]:
+    if previous and previous.get("recipe") == recipe and matches_record(previous["path"],
+                                                                         previous):
         link_or_copy(previous["path"], dst)
         rec = {k: v for k, v in previous.items() if k != "path"}
         if pick is not None:
