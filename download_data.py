@@ -11,10 +11,16 @@ bounded size (100k rows or 256 MB, whichever comes first) with the columns `id`,
 one giant file would leave all but one core idle.
 
 Hub datasets are fetched with huggingface_hub, file by file, straight from the published
-parquet files (HF_ENDPOINT selects a mirror, as section 1.1 does). Each downloaded file
+parquet files (HF_ENDPOINT selects a mirror, as section 1.1 does). Every file comes from
+one commit of the dataset, the one its branch points to when the run starts, recorded in
+the manifest: a download that takes hours cannot mix two versions. Each downloaded file
 is re-sharded and then deleted, so the disk never holds two copies of the corpus, and a
 rerun after an interruption skips the files it already finished. Then, as section 1.3
 asks, the stage prints what it got: rows, columns, bytes and three sample texts.
+
+A rerun whose source is unchanged (the same hub commit, or local files of the same
+names, sizes and modification times) and whose flags are the same, with the output in
+place matching its manifest's digests, downloads and converts nothing (--force does).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ from dataprep.executor import add_executor_args
 from dataprep.manifest import read_manifest, write_json
 from dataprep.report import human_bytes, table
 from dataprep.shards import ShardWriter, open_shard, text_bytes
-from dataprep.stage import StageRun
+from dataprep.stage import StageRun, add_force_arg
 
 
 @dataclass(frozen=True)
@@ -352,12 +358,14 @@ def hub_endpoint() -> str | None:
     return os.environ.get("HF_ENDPOINT") or None
 
 
-def list_hub_files(ds: HubDataset) -> list[str]:
+def list_hub_files(ds: HubDataset) -> tuple[str, list[str]]:
+    """The commit ds.revision points to now, and the files of that commit to fetch."""
     from huggingface_hub import HfApi
 
+    api = HfApi(endpoint=hub_endpoint())
     try:
-        files = HfApi(endpoint=hub_endpoint()).list_repo_files(
-            ds.repo, repo_type="dataset", revision=ds.revision)
+        commit = api.dataset_info(ds.repo, revision=ds.revision).sha
+        files = api.list_repo_files(ds.repo, repo_type="dataset", revision=commit)
     except Exception as e:  # network errors come in many types
         where = hub_endpoint() or "huggingface.co"
         raise StageError(f"cannot list {ds.repo} on {where}: {str(e).splitlines()[0]} "
@@ -365,14 +373,14 @@ def list_hub_files(ds: HubDataset) -> list[str]:
     files = sorted(f for f in files if fnmatch.fnmatch(f, ds.pattern))
     if not files:
         raise StageError(f"{ds.repo}: no files match {ds.pattern}")
-    return files
+    return commit, files
 
 
-def fetch_hub_file(ds: HubDataset, filename: str, into: Path) -> Path:
+def fetch_hub_file(ds: HubDataset, commit: str, filename: str, into: Path) -> Path:
     from huggingface_hub import hf_hub_download
 
     try:
-        return Path(hf_hub_download(ds.repo, filename, repo_type="dataset", revision=ds.revision,
+        return Path(hf_hub_download(ds.repo, filename, repo_type="dataset", revision=commit,
                                     local_dir=into, endpoint=hub_endpoint()))
     except Exception as e:
         raise StageError(f"download of {ds.repo}/{filename} failed: {str(e).splitlines()[0]} "
@@ -474,6 +482,7 @@ def main(argv: list[str] | None = None) -> int:
                         "stop with one line naming it (error, the default), or count, name and "
                         "skip it (skip; listed in report/bad_records.jsonl)")
     add_executor_args(p)
+    add_force_arg(p)
     args = p.parse_args(argv)
     dataset = args.dataset or (None if args.input else "sample")
     if args.shard_rows is None:
@@ -485,10 +494,11 @@ def main(argv: list[str] | None = None) -> int:
     root = None
     if dataset in HUB:
         ds = HUB[dataset]
-        names = list_hub_files(ds)
+        commit, names = list_hub_files(ds)
         units = [(n, None) for n in names]
         source_desc = {"hub": ds.repo, "pattern": ds.pattern, "revision": ds.revision,
-                       "endpoint": hub_endpoint() or "https://huggingface.co", "files": names}
+                       "commit": commit, "endpoint": hub_endpoint() or "https://huggingface.co",
+                       "files": names}
     else:
         spec = str(layout.SAMPLE) if dataset == "sample" else args.input
         if dataset == "sample" and not layout.SAMPLE.exists():
@@ -502,14 +512,21 @@ def main(argv: list[str] | None = None) -> int:
     config = {"dataset": dataset, "source": source_desc, "shard_rows": args.shard_rows,
               "shard_bytes": args.shard_bytes, "txt_delimiter": args.txt_delimiter,
               "on_bad_record": args.on_bad_record}
-    run = StageRun("download_data", out, config)
+    # the config names the source exactly (a hub commit; local files by size and mtime):
+    # when the output in place was made from it with these flags, there is nothing to do
+    run = StageRun("download_data", out, config, reuse_current=not args.force)
+    if run.current:
+        print(run.current_line())
+        print(describe(out))
+        return 0
     if run.resumed:
         print(f"resuming in {run.staging}", file=sys.stderr)
 
     skips = Skips(args.on_bad_record)
     with run.phase("download_and_shard"):
         dl = Path(args.download_dir) / (dataset or "local")
-        fetch = (lambda name: fetch_hub_file(HUB[dataset], name, dl)) if dataset in HUB else None
+        fetch = ((lambda name: fetch_hub_file(HUB[dataset], commit, name, dl))
+                 if dataset in HUB else None)
         records = convert_units(units, run, args, skips, fetch=fetch, root=root)
     rows = sum(r["rows"] for r in records)
     if rows == 0:

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from conftest import SAMPLE, run_script
+from hub_server import HubServer
 from dataprep.manifest import read_manifest
 from dataprep.shards import list_shards
 
@@ -135,6 +136,102 @@ def test_unreachable_hub_is_one_line(tmp_path):
     assert "cannot list roneneldan/TinyStories on http://127.0.0.1:9" in cp.stderr
     assert "Traceback" not in cp.stderr
     assert not (tmp_path / "raw").exists()
+
+
+def _parquet_bytes(texts: list[str]) -> bytes:
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"text": texts}), sink)
+    return sink.getvalue().to_pybytes()
+
+
+def _raw_texts(out: Path) -> list[str]:
+    return [t for s in list_shards(out) for t in pq.read_table(s)["text"].to_pylist()]
+
+
+def test_hub_dataset_comes_from_one_commit_and_an_unchanged_rerun_fetches_nothing(tmp_path):
+    """--dataset tinystories against a hub on this machine (HF_ENDPOINT, as a mirror), with
+    the real huggingface_hub client: the files matching the dataset's pattern are fetched
+    from the commit "main" points to, re-sharded and deleted; a rerun while "main" still
+    points there fetches nothing; a new commit is fetched anew."""
+    repo = "roneneldan/TinyStories"
+    a = [f"Once upon a time, story {i} of file A." for i in range(30)]
+    b = [f"Once upon a time, story {i} of file B." for i in range(20)]
+    files = {"data/train-00000-of-00002.parquet": _parquet_bytes(a),
+             "data/train-00001-of-00002.parquet": _parquet_bytes(b),
+             "data/validation-00000-of-00001.parquet": _parquet_bytes(["not in the pattern"]),
+             "README.md": b"# TinyStories"}
+    out, dl = tmp_path / "raw", tmp_path / "dl"
+    args = ("--dataset", "tinystories", "--output", out, "--download-dir", dl)
+    with HubServer() as hub:
+        sha = hub.publish(repo, files)
+        env = {"HF_ENDPOINT": hub.url}
+        run_script("download_data.py", *args, env=env)
+        assert sorted(hub.downloads) == ["data/train-00000-of-00002.parquet",
+                                         "data/train-00001-of-00002.parquet"]
+        assert _raw_texts(out) == a + b
+        m = read_manifest(out / "manifest.json")
+        assert m["config"]["source"]["commit"] == sha and m["counts"]["rows"] == 50
+        fetched = [r for r in hub.requests if "/resolve/" in r]
+        assert fetched and all(f"/resolve/{sha}/" in r for r in fetched)   # never "main"
+        assert not list(dl.rglob("*.parquet"))                 # each deleted once re-sharded
+
+        before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.rglob("*") if p.is_file()}
+        cp = run_script("download_data.py", *args, env=env)
+        assert "is up to date" in cp.stdout and "rows      50" in cp.stdout
+        assert len(hub.downloads) == 2                          # nothing fetched
+        assert {p: (p.stat().st_mtime_ns, p.read_bytes())
+                for p in out.rglob("*") if p.is_file()} == before
+
+        # the dataset is updated on the hub: the rerun fetches the new commit
+        b2 = b + ["Once upon a time, a story added later."]
+        sha2 = hub.publish(repo, {**files, "data/train-00001-of-00002.parquet": _parquet_bytes(b2)})
+        cp = run_script("download_data.py", *args, env=env)
+        assert "up to date" not in cp.stdout and len(hub.downloads) == 4
+        assert _raw_texts(out) == a + b2
+        assert read_manifest(out / "manifest.json")["config"]["source"]["commit"] == sha2
+        # --force fetches again even when nothing changed, to the same bytes
+        again = {p.name: p.read_bytes() for p in list_shards(out)}
+        run_script("download_data.py", *args, "--force", env=env)
+        assert len(hub.downloads) == 6
+        assert {p.name: p.read_bytes() for p in list_shards(out)} == again
+
+
+def test_unchanged_local_rerun_converts_nothing(tmp_path):
+    """Local files named by path, size and mtime: the same files again do nothing; a file
+    rewritten, another flag or --force converts again, to what a fresh run writes."""
+    _write_inputs(tmp_path / "in")
+    out = tmp_path / "raw"
+    src = tmp_path / "in"
+
+    def run(*flags):
+        return run_script("download_data.py", "--input", src, "--output", out,
+                          "--on-bad-record", "skip", *flags)
+
+    run("--shard-rows", 100)
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.rglob("*") if p.is_file()}
+    cp = run("--shard-rows", 100)
+    assert "is up to date" in cp.stdout
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes())
+            for p in out.rglob("*") if p.is_file()} == before
+    # a shard damaged in place is not current: converted again, to the same bytes
+    shard = list_shards(out)[0]
+    good = shard.read_bytes()
+    shard.write_bytes(good[:-1] + bytes([good[-1] ^ 1]))
+    cp = run("--shard-rows", 100)
+    assert "up to date" not in cp.stdout and shard.read_bytes() == good
+    # an input file rewritten with other text
+    (src / "c.txt").write_text(f"{PROSE} three<|endoftext|>{PROSE} four", encoding="utf-8")
+    run("--shard-rows", 100)
+    assert any("three" in t for t in _raw_texts(out))
+    # another flag
+    cp = run("--shard-rows", 50)
+    assert "up to date" not in cp.stdout
+    assert max(pq.ParquetFile(p).metadata.num_rows for p in list_shards(out)) == 50
+    # --force converts again, to the same bytes
+    again = {p.name: p.read_bytes() for p in list_shards(out)}
+    cp = run("--shard-rows", 50, "--force")
+    assert "up to date" not in cp.stdout
+    assert {p.name: p.read_bytes() for p in list_shards(out)} == again
 
 
 def _bad_records_inputs(d: Path) -> None:

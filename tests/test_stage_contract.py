@@ -70,9 +70,12 @@ def test_identical_rerun_keeps_downstream_fresh(tmp_path):
     raw = _raw(tmp_path, 25)
     cleaned = tmp_path / "data" / "cleaned"
     _downstream(raw, cleaned)
-    run_script("download_data.py", "--input", tmp_path / "src.jsonl", "--output", raw,
-               "--shard-rows", 10)
-    # same bytes, same fingerprint: still fresh (check_input raises on a stale input)
+    # --force: converted again (an unforced rerun would find its output current and do
+    # nothing), to the same bytes, the same fingerprint: still fresh (check_input raises
+    # on a stale input)
+    cp = run_script("download_data.py", "--input", tmp_path / "src.jsonl", "--output", raw,
+                    "--shard-rows", 10, "--force")
+    assert "up to date" not in cp.stdout
     m = check_input(cleaned / "manifest.json")
     assert m["input"]["fingerprint"] == read_manifest(raw / "manifest.json")["output_fingerprint"]
 
