@@ -496,9 +496,10 @@ def main(argv: list[str] | None = None) -> int:
         ds = HUB[dataset]
         commit, names = list_hub_files(ds)
         units = [(n, None) for n in names]
+        # the data is named by repo and commit; where it is fetched from (the hub or a
+        # mirror, HF_ENDPOINT) is not part of it: switching to a mirror halfway resumes
         source_desc = {"hub": ds.repo, "pattern": ds.pattern, "revision": ds.revision,
-                       "commit": commit, "endpoint": hub_endpoint() or "https://huggingface.co",
-                       "files": names}
+                       "commit": commit, "files": names}
     else:
         spec = str(layout.SAMPLE) if dataset == "sample" else args.input
         if dataset == "sample" and not layout.SAMPLE.exists():
@@ -539,8 +540,10 @@ def main(argv: list[str] | None = None) -> int:
               "bad_records": len(skips.bad_records)}
     if skips.bad_records:
         write_bad_records(run.staging / "report", skips)
-    run.commit(records, counts, extra={
-        "bad_records": skips.bad_records[:BAD_RECORDS_IN_MANIFEST]})
+    extra = {"bad_records": skips.bad_records[:BAD_RECORDS_IN_MANIFEST]}
+    if dataset in HUB:
+        extra["endpoint"] = hub_endpoint() or "https://huggingface.co"
+    run.commit(records, counts, extra=extra)
 
     print(describe(out))
     print("=" * 60)

@@ -22,6 +22,7 @@ class HubServer:
     def __init__(self):
         self.repos: dict[str, dict] = {}      # repo -> {"main": sha, sha: {path: bytes}}
         self.downloads: list[str] = []        # paths whose bodies were served
+        self.withheld: set[str] = set()       # paths answered with 404, as if the hub failed
         self.requests: list[str] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -86,7 +87,8 @@ class HubServer:
                          "oid": hashlib.sha1(b).hexdigest()}
                         for p, b in sorted(c[1].items()) if p.startswith(prefix)])
                 m = re.fullmatch(r"/datasets/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
-                if m and (c := hub._commit(m[1], m[2])) and m[3] in c[1]:
+                if (m and (c := hub._commit(m[1], m[2])) and m[3] in c[1]
+                        and m[3] not in hub.withheld):
                     body = c[1][m[3]]
                     if not head:
                         hub.downloads.append(m[3])

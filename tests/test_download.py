@@ -181,6 +181,13 @@ def test_hub_dataset_comes_from_one_commit_and_an_unchanged_rerun_fetches_nothin
         assert len(hub.downloads) == 2                          # nothing fetched
         assert {p: (p.stat().st_mtime_ns, p.read_bytes())
                 for p in out.rglob("*") if p.is_file()} == before
+        assert m["endpoint"] == hub.url
+        # a mirror serving the same commit (HF_ENDPOINT changed): the data is named by repo
+        # and commit, not by where it came from, so still nothing to fetch
+        with HubServer() as mirror:
+            assert mirror.publish(repo, files) == sha
+            cp = run_script("download_data.py", *args, env={"HF_ENDPOINT": mirror.url})
+            assert "is up to date" in cp.stdout and not mirror.downloads
 
         # the dataset is updated on the hub: the rerun fetches the new commit
         b2 = b + ["Once upon a time, a story added later."]
@@ -194,6 +201,32 @@ def test_hub_dataset_comes_from_one_commit_and_an_unchanged_rerun_fetches_nothin
         run_script("download_data.py", *args, "--force", env=env)
         assert len(hub.downloads) == 6
         assert {p.name: p.read_bytes() for p in list_shards(out)} == again
+
+
+def test_hub_download_resumes_through_a_mirror(tmp_path):
+    """A download that fails halfway (the hub stops serving a file) is resumed by a rerun
+    through a mirror (HF_ENDPOINT, as section 1.1 suggests): the files already finished
+    are not fetched again, and the output is that of an uninterrupted run."""
+    repo = "roneneldan/TinyStories"
+    parts = [[f"Once upon a time, story {i} of file {k}." for i in range(10 + k)]
+             for k in range(3)]
+    files = {f"data/train-0000{k}-of-00003.parquet": _parquet_bytes(t)
+             for k, t in enumerate(parts)}
+    out, dl = tmp_path / "raw", tmp_path / "dl"
+    args = ("--dataset", "tinystories", "--output", out, "--download-dir", dl)
+    with HubServer() as hub, HubServer() as mirror:
+        hub.publish(repo, files)
+        mirror.publish(repo, files)
+        hub.withheld.add("data/train-00002-of-00003.parquet")
+        cp = run_script("download_data.py", *args, env={"HF_ENDPOINT": hub.url}, check=False)
+        assert cp.returncode == 2 and "train-00002-of-00003.parquet failed" in cp.stderr
+        assert "rerun to resume" in cp.stderr and not out.exists()
+        assert len(hub.downloads) == 2
+        cp = run_script("download_data.py", *args, env={"HF_ENDPOINT": mirror.url})
+        assert "resuming in" in cp.stderr
+        assert mirror.downloads == ["data/train-00002-of-00003.parquet"]
+        assert _raw_texts(out) == [t for p in parts for t in p]
+        assert read_manifest(out / "manifest.json")["endpoint"] == mirror.url
 
 
 def test_unchanged_local_rerun_converts_nothing(tmp_path):
