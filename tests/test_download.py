@@ -229,6 +229,31 @@ def test_hub_download_resumes_through_a_mirror(tmp_path):
         assert read_manifest(out / "manifest.json")["endpoint"] == mirror.url
 
 
+def test_hub_download_does_not_resume_into_another_commit(tmp_path):
+    """The branch moves between a failed run and its rerun: the finished files belong to
+    the old commit, so the rerun starts afresh from the new one, never mixing the two."""
+    repo = "roneneldan/TinyStories"
+    old = {f"data/train-0000{k}-of-00002.parquet": _parquet_bytes([f"old story {k}"])
+           for k in range(2)}
+    new = {f"data/train-0000{k}-of-00002.parquet": _parquet_bytes([f"new story {k}"])
+           for k in range(2)}
+    out, dl = tmp_path / "raw", tmp_path / "dl"
+    args = ("--dataset", "tinystories", "--output", out, "--download-dir", dl)
+    with HubServer() as hub:
+        hub.publish(repo, old)
+        hub.withheld.add("data/train-00001-of-00002.parquet")
+        env = {"HF_ENDPOINT": hub.url}
+        assert run_script("download_data.py", *args, env=env, check=False).returncode == 2
+        assert hub.downloads == ["data/train-00000-of-00002.parquet"]
+        hub.withheld.clear()
+        sha = hub.publish(repo, new)
+        cp = run_script("download_data.py", *args, env=env)
+        assert "resuming in" not in cp.stderr
+        assert hub.downloads[1:] == sorted(new)
+        assert _raw_texts(out) == ["new story 0", "new story 1"]
+        assert read_manifest(out / "manifest.json")["config"]["source"]["commit"] == sha
+
+
 def test_unchanged_local_rerun_converts_nothing(tmp_path):
     """Local files named by path, size and mtime: the same files again do nothing; a file
     rewritten, another flag or --force converts again, to what a fresh run writes."""
