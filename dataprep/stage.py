@@ -29,6 +29,7 @@ from .progress import cpu_seconds, current_rss_mb, peak_rss_mb
 from .layout import STAGES
 from .manifest import (MANIFEST, VERSION, check_input, display_path, fingerprint,
                        read_manifest, relative_manifest, upstream_path, write_json)
+from .report import human_bytes
 from .shards import matches_record
 
 RUN_KEY = "_run.json"
@@ -107,10 +108,15 @@ class StageRun:
         shown = [display_path(self.output / n) for n in names]
         what = (", ".join(shown[:-1]) + " and " + shown[-1] + " are"
                 if self.files_into and len(shown) > 1 else display_path(self.output) + " is")
-        return (f"{what} up to date: the manifest records this input and config, and "
+        line = (f"{what} up to date: the manifest records this input and config, and "
                 f"{len(names)} file{'s' if len(names) != 1 else ''} match{'' if len(names) != 1 else 'es'} "
                 f"its digests (checked in {time.time() - self.t0:.1f} s); nothing to do. "
                 "--force rebuilds.")
+        if self.staging.is_dir():   # a --force run that died: its work is still on disk
+            size = sum(p.stat().st_size for p in self.staging.rglob("*") if p.is_file())
+            line += (f"\nAn unfinished run left {display_path(self.staging)} ({human_bytes(size)}): "
+                     "rerun with --force and the flags it had to resume it, or delete it.")
+        return line
 
     # -- staging -----------------------------------------------------------------------
     def _prepare(self) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -123,6 +125,15 @@ def test_output_is_current_only_while_a_run_would_write_the_same_bytes(tmp_path)
     same = again()
     assert same.current == first and not same.staging.exists()   # nothing staged
     assert "cleaned is up to date" in same.current_line()
+    assert "unfinished" not in same.current_line()
+    # a --force run that died left its staging folder: the line says so, and leaves it
+    forced = StageRun("clean", out, {"copy": True}, input_manifest=raw / "manifest.json",
+                      extra_inputs={"tok": tok / "manifest.json"})
+    (forced.staging / "part-00000.parquet").write_bytes(b"x" * 2500)
+    line = again().current_line()
+    assert re.search(r"\.cleaned\.partial \(2\.\d KB\): rerun with --force", line)
+    assert forced.staging.is_dir()
+    shutil.rmtree(forced.staging)
     # not asked to reuse (--force): the stage runs
     assert StageRun("clean", out, {"copy": True}, input_manifest=raw / "manifest.json",
                     extra_inputs={"tok": tok / "manifest.json"}).current is None
