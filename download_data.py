@@ -376,6 +376,21 @@ def list_hub_files(ds: HubDataset) -> tuple[str, list[str]]:
     return commit, files
 
 
+def held_already(out: Path, ds: HubDataset) -> str:
+    """When the hub cannot be reached: what the output in place already holds of `ds`,
+    which the next stages can read as it is (they need no network)."""
+    try:
+        m = read_manifest(out / "manifest.json")
+        src = m["config"]["source"]
+        if m["stage"] != "download_data" or src.get("hub") != ds.repo:
+            return ""
+        return (f"; {out} still holds commit {str(src.get('commit'))[:12]} of it "
+                f"({m['counts']['rows']:,} rows, {m['finished_at']}), which the next stages "
+                "can read as it is")
+    except (StageError, OSError, ValueError, KeyError, TypeError):   # no usable manifest
+        return ""
+
+
 def fetch_hub_file(ds: HubDataset, commit: str, filename: str, into: Path) -> Path:
     from huggingface_hub import hf_hub_download
 
@@ -494,7 +509,10 @@ def main(argv: list[str] | None = None) -> int:
     root = None
     if dataset in HUB:
         ds = HUB[dataset]
-        commit, names = list_hub_files(ds)
+        try:
+            commit, names = list_hub_files(ds)
+        except StageError as e:
+            raise StageError(f"{e}{held_already(out, ds)}") from None
         units = [(n, None) for n in names]
         # the data is named by repo and commit; where it is fetched from (the hub or a
         # mirror, HF_ENDPOINT) is not part of it: switching to a mirror halfway resumes

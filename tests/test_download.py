@@ -201,6 +201,12 @@ def test_hub_dataset_comes_from_one_commit_and_an_unchanged_rerun_fetches_nothin
         run_script("download_data.py", *args, "--force", env=env)
         assert len(hub.downloads) == 6
         assert {p.name: p.read_bytes() for p in list_shards(out)} == again
+    # the hub cannot be reached: one line, which says what data/raw already holds
+    cp = run_script("download_data.py", *args, env=env, check=False)
+    lines = [l for l in cp.stderr.splitlines() if l.strip()]
+    assert cp.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: cannot list")
+    assert f"still holds commit {sha2[:12]} of it (51 rows" in lines[0]
+    assert _raw_texts(out) == a + b2
 
 
 def test_hub_download_resumes_through_a_mirror(tmp_path):
