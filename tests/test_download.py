@@ -148,6 +148,15 @@ def _raw_texts(out: Path) -> list[str]:
     return [t for s in list_shards(out) for t in pq.read_table(s)["text"].to_pylist()]
 
 
+def _files(out: Path) -> dict:
+    """Every file under out with its mtime and bytes: equal only if nothing was rewritten."""
+    return {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.rglob("*") if p.is_file()}
+
+
+def _shard_bytes(out: Path) -> dict:
+    return {p.name: p.read_bytes() for p in list_shards(out)}
+
+
 def test_hub_dataset_comes_from_one_commit_and_an_unchanged_rerun_fetches_nothing(tmp_path):
     """--dataset tinystories against a hub on this machine (HF_ENDPOINT, as a mirror), with
     the real huggingface_hub client: the files matching the dataset's pattern are fetched
@@ -175,12 +184,11 @@ def test_hub_dataset_comes_from_one_commit_and_an_unchanged_rerun_fetches_nothin
         assert fetched and all(f"/resolve/{sha}/" in r for r in fetched)   # never "main"
         assert not list(dl.rglob("*.parquet"))                 # each deleted once re-sharded
 
-        before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.rglob("*") if p.is_file()}
+        before = _files(out)
         cp = run_script("download_data.py", *args, env=env)
         assert "is up to date" in cp.stdout and "rows      50" in cp.stdout
         assert len(hub.downloads) == 2                          # nothing fetched
-        assert {p: (p.stat().st_mtime_ns, p.read_bytes())
-                for p in out.rglob("*") if p.is_file()} == before
+        assert _files(out) == before
         assert m["endpoint"] == hub.url
         # a mirror serving the same commit (HF_ENDPOINT changed): the data is named by repo
         # and commit, not by where it came from, so still nothing to fetch
@@ -197,10 +205,10 @@ def test_hub_dataset_comes_from_one_commit_and_an_unchanged_rerun_fetches_nothin
         assert _raw_texts(out) == a + b2
         assert read_manifest(out / "manifest.json")["config"]["source"]["commit"] == sha2
         # --force fetches again even when nothing changed, to the same bytes
-        again = {p.name: p.read_bytes() for p in list_shards(out)}
+        again = _shard_bytes(out)
         run_script("download_data.py", *args, "--force", env=env)
         assert len(hub.downloads) == 6
-        assert {p.name: p.read_bytes() for p in list_shards(out)} == again
+        assert _shard_bytes(out) == again
     # the hub cannot be reached: one line, which says what data/raw already holds
     cp = run_script("download_data.py", *args, env=env, check=False)
     lines = [l for l in cp.stderr.splitlines() if l.strip()]
@@ -272,11 +280,10 @@ def test_unchanged_local_rerun_converts_nothing(tmp_path):
                           "--on-bad-record", "skip", *flags)
 
     run("--shard-rows", 100)
-    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.rglob("*") if p.is_file()}
+    before = _files(out)
     cp = run("--shard-rows", 100)
     assert "is up to date" in cp.stdout
-    assert {p: (p.stat().st_mtime_ns, p.read_bytes())
-            for p in out.rglob("*") if p.is_file()} == before
+    assert _files(out) == before
     # a shard damaged in place is not current: converted again, to the same bytes
     shard = list_shards(out)[0]
     good = shard.read_bytes()
@@ -292,10 +299,10 @@ def test_unchanged_local_rerun_converts_nothing(tmp_path):
     assert "up to date" not in cp.stdout
     assert max(pq.ParquetFile(p).metadata.num_rows for p in list_shards(out)) == 50
     # --force converts again, to the same bytes
-    again = {p.name: p.read_bytes() for p in list_shards(out)}
+    again = _shard_bytes(out)
     cp = run("--shard-rows", 50, "--force")
     assert "up to date" not in cp.stdout
-    assert {p.name: p.read_bytes() for p in list_shards(out)} == again
+    assert _shard_bytes(out) == again
 
 
 def _bad_records_inputs(d: Path) -> None:
