@@ -1304,6 +1304,9 @@ def config_note(key: str, manifest: dict) -> str:
         if k in cfg:
             v = cfg[k]
             parts.append(f"{k} {','.join(map(str, v)) if isinstance(v, list) else v}")
+    src = cfg.get("source") or {}
+    if key == "download_data" and src.get("hub"):   # which version of the dataset
+        parts.append(f"{src['hub']} at commit {str(src.get('commit'))[:12]}")
     return "; ".join(parts)
 
 

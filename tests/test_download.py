@@ -15,6 +15,7 @@ from dataprep.manifest import read_manifest
 from dataprep.shards import list_shards
 
 import download_data as dd
+import report
 
 PROSE = ("Data engineering turns raw web text into training tokens. Each stage reads the "
          "previous stage's output and explains what it removed. ")
@@ -180,6 +181,7 @@ def test_hub_dataset_comes_from_one_commit_and_an_unchanged_rerun_fetches_nothin
         assert _raw_texts(out) == a + b
         m = read_manifest(out / "manifest.json")
         assert m["config"]["source"]["commit"] == sha and m["counts"]["rows"] == 50
+        assert f"{repo} at commit {sha[:12]}" in report.config_note("download_data", m)
         fetched = [r for r in hub.requests if "/resolve/" in r]
         assert fetched and all(f"/resolve/{sha}/" in r for r in fetched)   # never "main"
         assert not list(dl.rglob("*.parquet"))                 # each deleted once re-sharded
