@@ -51,6 +51,7 @@ def test_bench_suite_smoke(tmp_path):
                 assert r["extra"]["rerun_measured_nothing"] == {"clean": True, "dedup_minhash": True}
                 assert r["extra"]["unchanged_rerun_linked_every_file"] == {"clean": True,
                                                                           "dedup_minhash": True}
+                assert r["extra"]["unchanged_download_rewrote_nothing"] is True
             else:
                 assert row["mb_per_s_per_core"] > 0 and row["name"]
     assert "projected wall time for FineWeb-Edu sample-10BT" in cp.stdout
