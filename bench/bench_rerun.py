@@ -65,6 +65,12 @@ def _files(out: Path) -> dict:
     return {f["name"]: f["xxh3_128"] for f in _manifest(out)["files"]}
 
 
+def _mtimes(folder: Path) -> dict:
+    """Every file under folder with its mtime: equal before and after a run that rewrote
+    nothing."""
+    return {f: f.stat().st_mtime_ns for f in folder.rglob("*") if f.is_file()}
+
+
 def io_floor(inp: Path, out: Path, workers: int) -> float:
     """Seconds no rerun that writes its output can beat: read every input shard and
     write every output shard again with the suite's writer, spread evenly over the
@@ -114,11 +120,10 @@ def run(corpus_texts: list[str], quick: bool = False) -> dict:
         warm_up(corpus_texts[:500], Path(td) / "warm")
         t = {"download_data": _run("download_data.py", "--input", src, "--output", d / "raw")}
         # the same command again: the output is current, nothing is converted or rewritten
-        stamps = {f: f.stat().st_mtime_ns for f in (d / "raw").rglob("*") if f.is_file()}
+        stamps = _mtimes(d / "raw")
         t["download_data rerun, unchanged"] = _run("download_data.py", "--input", src,
                                                    "--output", d / "raw")
-        download_kept = stamps == {f: f.stat().st_mtime_ns
-                                   for f in (d / "raw").rglob("*") if f.is_file()}
+        download_kept = _mtimes(d / "raw") == stamps
         t["clean"] = _run("clean.py", "--input", d / "raw", "--output", d / "cleaned")
         t["clean rerun"] = _run("clean.py", "--input", d / "raw", "--output", d / "cleaned",
                                 "--min-chars", "250")

@@ -63,6 +63,13 @@ def run_script(script: str, *args: str, cwd: Path | None = None, check: bool = T
     return cp
 
 
+def snapshot(folder: Path) -> dict[str, tuple[int, bytes]]:
+    """Every file under folder (by its path relative to it) with its mtime and bytes:
+    two snapshots are equal only if no file was added, removed or rewritten."""
+    return {p.relative_to(folder).as_posix(): (p.stat().st_mtime_ns, p.read_bytes())
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
 @pytest.fixture(scope="session")
 def sample_layout(tmp_path_factory) -> Path:
     """A data/ folder holding data/raw/ made from the bundled sample (read-only for tests)."""

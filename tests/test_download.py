@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from conftest import SAMPLE, run_script
+from conftest import SAMPLE, run_script, snapshot
 from hub_server import HubServer
 from dataprep.manifest import read_manifest
 from dataprep.shards import list_shards
@@ -149,11 +149,6 @@ def _raw_texts(out: Path) -> list[str]:
     return [t for s in list_shards(out) for t in pq.read_table(s)["text"].to_pylist()]
 
 
-def _files(out: Path) -> dict:
-    """Every file under out with its mtime and bytes: equal only if nothing was rewritten."""
-    return {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.rglob("*") if p.is_file()}
-
-
 def _shard_bytes(out: Path) -> dict:
     return {p.name: p.read_bytes() for p in list_shards(out)}
 
@@ -186,11 +181,11 @@ def test_hub_dataset_comes_from_one_commit_and_an_unchanged_rerun_fetches_nothin
         assert fetched and all(f"/resolve/{sha}/" in r for r in fetched)   # never "main"
         assert not list(dl.rglob("*.parquet"))                 # each deleted once re-sharded
 
-        before = _files(out)
+        before = snapshot(out)
         cp = run_script("download_data.py", *args, env=env)
         assert "is up to date" in cp.stdout and "rows      50" in cp.stdout
         assert len(hub.downloads) == 2                          # nothing fetched
-        assert _files(out) == before
+        assert snapshot(out) == before
         assert m["endpoint"] == hub.url
         # a mirror serving the same commit (HF_ENDPOINT changed): the data is named by repo
         # and commit, not by where it came from, so still nothing to fetch
@@ -282,10 +277,10 @@ def test_unchanged_local_rerun_converts_nothing(tmp_path):
                           "--on-bad-record", "skip", *flags)
 
     run("--shard-rows", 100)
-    before = _files(out)
+    before = snapshot(out)
     cp = run("--shard-rows", 100)
     assert "is up to date" in cp.stdout
-    assert _files(out) == before
+    assert snapshot(out) == before
     # a shard damaged in place is not current: converted again, to the same bytes
     shard = list_shards(out)[0]
     good = shard.read_bytes()

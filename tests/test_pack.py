@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import SAMPLE, run_script
+from conftest import SAMPLE, run_script, snapshot
 
 import pack_parallel as pp
 from dataprep.bpe import BpeEncoder
@@ -308,11 +308,10 @@ def test_unchanged_rerun_keeps_the_files_and_a_damaged_one_is_rebuilt(packed, sa
                                                                       tok_path, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(packed, out)
-    names = ("train.bin", "val.bin", "pack_manifest.json")
-    before = {n: ((out / n).stat().st_mtime_ns, (out / n).read_bytes()) for n in names}
+    before = snapshot(out)
     cp = pack(sample_layout / "raw", out, tok_path, "--workers", "1")  # workers: not config
     assert "train.bin, " in cp.stdout and "val_ids.txt are up to date" in cp.stdout
-    assert {n: ((out / n).stat().st_mtime_ns, (out / n).read_bytes()) for n in names} == before
+    assert snapshot(out) == before
     assert not any(p.name.endswith(".partial") for p in out.iterdir())
     # another setting packs again
     cp = pack(sample_layout / "raw", out, tok_path, "--seed", "7")

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import train_tokenizer as tt
-from conftest import run_script
+from conftest import run_script, snapshot
 from dataprep.errors import StageError
 from dataprep.shards import list_shards
 from dataprep.tokenizer import EOS_TOKEN, SPECIAL_TOKENS, load_tokenizer, ordinary_tokenizer
@@ -153,11 +153,10 @@ def test_unchanged_rerun_keeps_the_tokenizer_and_force_retrains(trained, sample_
     shutil.copytree(trained, out)
     args = ("train_tokenizer.py", "--input", sample_layout / "raw", "--output", out,
             "--vocab-size", VOCAB)
-    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in out.iterdir() if p.is_file()}
+    before = snapshot(out)
     cp = run_script(*args)
     assert "is up to date" in cp.stdout and "training sample" not in cp.stdout
-    assert {p.name: (p.stat().st_mtime_ns, p.read_bytes())
-            for p in out.iterdir() if p.is_file()} == before   # not one file rewritten
+    assert snapshot(out) == before   # not one file rewritten
     assert manifest(out)["config"]["tokenizers"]               # the library's version counts
     # a tokenizer.json changed in place, same size: never trusted, trained again
     good = (out / "tokenizer.json").read_bytes()
