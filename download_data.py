@@ -384,9 +384,9 @@ def held_already(out: Path, ds: HubDataset) -> str:
         src = m["config"]["source"]
         if m["stage"] != "download_data" or src.get("hub") != ds.repo:
             return ""
-        return (f"; {out} still holds commit {str(src.get('commit'))[:12]} of it "
-                f"({m['counts']['rows']:,} rows, {m['finished_at']}), which the next stages "
-                "can read as it is")
+        what = f"commit {src['commit'][:12]}" if src.get("commit") else "a download"
+        return (f"; {out} still holds {what} of it ({m['counts']['rows']:,} rows, "
+                f"{m['finished_at']}), which the next stages can read as it is")
     except (StageError, OSError, ValueError, KeyError, TypeError):   # no usable manifest
         return ""
 

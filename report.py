@@ -1305,8 +1305,8 @@ def config_note(key: str, manifest: dict) -> str:
             v = cfg[k]
             parts.append(f"{k} {','.join(map(str, v)) if isinstance(v, list) else v}")
     src = cfg.get("source") or {}
-    if key == "download_data" and src.get("hub"):   # which version of the dataset
-        parts.append(f"{src['hub']} at commit {str(src.get('commit'))[:12]}")
+    if key == "download_data" and src.get("hub") and src.get("commit"):   # which version
+        parts.append(f"{src['hub']} at commit {src['commit'][:12]}")
     return "; ".join(parts)
 
 

@@ -212,6 +212,14 @@ def test_hub_dataset_comes_from_one_commit_and_an_unchanged_rerun_fetches_nothin
     assert cp.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: cannot list")
     assert f"still holds commit {sha2[:12]} of it (51 rows" in lines[0]
     assert _raw_texts(out) == a + b2
+    # a manifest written before the commit was recorded: no made-up commit is named
+    mpath = out / "manifest.json"
+    old = json.loads(mpath.read_text())
+    del old["config"]["source"]["commit"]
+    mpath.write_text(json.dumps(old))
+    cp = run_script("download_data.py", *args, env=env, check=False)
+    assert cp.returncode == 2 and "still holds a download of it (51 rows" in cp.stderr
+    assert "commit" not in report.config_note("download_data", old)
 
 
 def test_hub_download_resumes_through_a_mirror(tmp_path):
