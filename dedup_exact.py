@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -49,7 +48,7 @@ from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, save_task_result,
                                start_pool_early)
 from dataprep.progress import task_progress
-from dataprep.report import human_bytes, markdown_table, pct, save_report, table
+from dataprep.report import human_bytes, markdown_table, parse_size, pct, save_report, table
 from dataprep.shards import list_shards, write_table
 from dataprep.stage import StageRun
 from dataprep.units import (Unit, describe, fetch_column, filter_recipe, filter_unit, locate,
@@ -92,22 +91,6 @@ def save_npy(path: str | os.PathLike, arr: np.ndarray) -> None:
     tmp = path.with_name(path.name + ".tmp.npy")
     np.save(tmp, arr)
     os.replace(tmp, path)
-
-
-def parse_size(s: str) -> int:
-    """'2GB', '512MB', '100KB', '1000' -> bytes."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]?I?B?)\s*", s.upper())
-    if not m:
-        raise StageError(f"--memory-budget {s!r}: expected a size like 2GB, 512MB or 1000000")
-    mult = {"": 1, "B": 1, "K": 1e3, "KB": 1e3, "M": 1e6, "MB": 1e6, "G": 1e9, "GB": 1e9,
-            "T": 1e12, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-    unit = m.group(2)
-    if unit not in mult:
-        raise StageError(f"--memory-budget {s!r}: unknown unit {unit!r}")
-    n = int(float(m.group(1)) * mult[unit])
-    if n <= 0:
-        raise StageError(f"--memory-budget {s!r} must be positive")
-    return n
 
 
 def snippet(text: str | None, n: int = SNIPPET) -> str:
@@ -442,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     add_executor_args(p)
     args = p.parse_args(argv)
     start_pool_early(args)
-    budget = parse_size(args.memory_budget)
+    budget = parse_size(args.memory_budget, "--memory-budget")
     if args.workers < 1:
         raise StageError("--workers must be at least 1")
     inp, out = Path(args.input), Path(args.output)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 from pathlib import Path
 
@@ -67,6 +68,25 @@ def human_bytes(n: float) -> str:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1000
     return f"{n:.1f} TB"
+
+
+def parse_size(s: str, flag: str) -> int:
+    """A size as a person types it, for the command-line flag `flag`: '2GB', '512MB',
+    '1GiB', '1000000' -> bytes (the inverse of human_bytes). A bad one is a one-line error."""
+    from .errors import StageError
+
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]?I?B?)\s*", s.upper())
+    if not m:
+        raise StageError(f"{flag} {s!r}: expected a size like 2GB, 512MB or 1000000")
+    mult = {"": 1, "B": 1, "K": 1e3, "KB": 1e3, "M": 1e6, "MB": 1e6, "G": 1e9, "GB": 1e9,
+            "T": 1e12, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+    unit = m.group(2)
+    if unit not in mult:
+        raise StageError(f"{flag} {s!r}: unknown unit {unit!r}")
+    n = int(float(m.group(1)) * mult[unit])
+    if n <= 0:
+        raise StageError(f"{flag} {s!r} must be positive")
+    return n
 
 
 def save_report(folder: str | os.PathLike, name: str, data: dict, markdown: str) -> None:

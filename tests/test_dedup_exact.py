@@ -12,6 +12,7 @@ import pytest
 from conftest import SAMPLE, run_script
 
 import dedup_exact as de
+from dataprep.report import parse_size
 from dataprep.shards import list_shards
 from dataprep.units import plan_units
 # section 3.2 verbatim, kept once in the benchmark: the reference the stage must agree with
@@ -75,12 +76,12 @@ def test_spilled_selection_equals_in_memory(tmp_path):
 
 
 def test_parse_size():
-    assert de.parse_size("2GB") == 2 * 10**9
-    assert de.parse_size("512mb") == 512 * 10**6
-    assert de.parse_size("1GiB") == 2**30
+    assert parse_size("2GB", "--memory-budget") == 2 * 10**9
+    assert parse_size("512mb", "--memory-budget") == 512 * 10**6
+    assert parse_size("1GiB", "--memory-budget") == 2**30
     for bad in ("lots", "0", "-1GB", "5XB"):
-        with pytest.raises(de.StageError):
-            de.parse_size(bad)
+        with pytest.raises(de.StageError, match="--memory-budget"):
+            parse_size(bad, "--memory-budget")
 
 
 @pytest.fixture(scope="module")
