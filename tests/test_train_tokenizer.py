@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -197,12 +198,93 @@ def test_too_small_corpus_says_how_far_it_got(sample_layout, tmp_path):
     (["--max-bytes", "3000000000"], "issue 2058"),
     (["--sample-ratio", "0"], "--sample-ratio"),
     (["--min-bytes", "10", "--max-bytes", "5"], "--min-bytes"),
+    (["--memory-budget", "lots"], "--memory-budget"),
 ])
 def test_bad_flags_give_one_line_errors(sample_layout, tmp_path, args, words):
     cp = run_script("train_tokenizer.py", "--input", sample_layout / "raw",
                     "--output", tmp_path / "t", *args, check=False)
     assert cp.returncode == 2
     assert cp.stderr.startswith("error: ") and words in cp.stderr and "Traceback" not in cp.stderr
+
+
+def test_a_sample_too_large_for_memory_stops_before_training(trained, sample_layout, tmp_path):
+    """A --memory-budget below the trainer's expected peak: one line naming the --max-bytes
+    that fits, nothing trained, the previous output untouched. With that --max-bytes the
+    stage trains, expecting no more than the budget."""
+    s = manifest(trained)["sample"]
+    need = tt.trainer_memory(s["distinct_word_bytes"])
+    assert s["han_chars"] > 100_000                         # the sample is half Chinese
+    assert s["trainer_memory_expected_mb"] == round(need / 2**20, 1)
+    # the estimate holds on this sample: the peak while training is not above it
+    assert 0 < s["trainer_memory_peak_mb"] <= 1.1 * s["trainer_memory_expected_mb"]
+    budget = (tt.TRAINER_BASE + need) // 2
+    out = tmp_path / "tokenizer"
+    out.mkdir()
+    (out / "keep.txt").write_text("previous output")
+    args = ("train_tokenizer.py", "--input", sample_layout / "raw", "--vocab-size", VOCAB,
+            "--memory-budget", budget)
+    cp = run_script(*args, "--output", out, check=False)
+    assert cp.returncode == 2, cp.stderr
+    err = cp.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in cp.stderr
+    assert err[0].startswith("error: training on this sample") and "needs about" in err[0]
+    m = re.search(r"lower --max-bytes to ([0-9,]+) \(and --min-bytes to at most that\)", err[0])
+    assert m, err[0]
+    assert "trainer memory: about" in cp.stdout and "training time" not in cp.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]     # nothing written
+    fit = int(m.group(1).replace(",", ""))
+    assert 0 < fit < s["sample_bytes"]
+    out2 = tmp_path / "fits"
+    run_script(*args, "--output", out2, "--max-bytes", fit, "--min-bytes", 0)
+    got = manifest(out2)["sample"]
+    assert got["sample_bytes"] <= fit
+    assert got["trainer_memory_expected_mb"] * 2**20 <= budget
+
+
+def test_bytes_that_fit():
+    base = tt.TRAINER_BASE
+    # half the variable part fits: about half the sample, 5% lower, two digits
+    assert tt.bytes_that_fit(base + 2_000_000_000, base + 1_000_000_000, 123_456_789) == 58_000_000
+    assert tt.bytes_that_fit(base + 10**9, base, 10**8) == 0          # not even the base
+    assert tt.bytes_that_fit(base + 10**9, base - 1, 10**8) == 0
+    fits = [tt.bytes_that_fit(base + 10**9, base + b, 10**8) for b in (10**7, 10**8, 5 * 10**8)]
+    assert fits == sorted(fits) and fits[0] > 0
+    # the estimate itself: linear in the bytes of the distinct words
+    assert tt.trainer_memory(3 * 10**6) - base == tt.TRAINER_PER_BYTE * 3 * 10**6
+
+
+def test_distinct_words_are_the_pretokenizers(sample_layout, tmp_path):
+    """The words the memory estimate counts are the ByteLevel pre-tokenizer's: counted
+    whole (0 bits), the distinct pieces and their bytes equal HF's exactly, on the
+    sample and on tricky text; sampled one in 64 (the stage's rate), within 10%."""
+    import pyarrow.parquet as pq
+    from tokenizers import pre_tokenizers
+
+    from dataprep.arrays import strings, text_buffers
+    from dataprep.bpe import sampled_pieces
+
+    texts = pq.read_table(list_shards(sample_layout / "raw")[0], columns=["text"]) \
+        .column("text").to_pylist()
+    texts += ["it's   they'll  x\t\n\n y", "机器学习，模型 训练！ 123 4.5e6 😀😀 a", "", " "]
+    pre = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    exact = {w for t in texts for w, _ in pre.pre_tokenize_str(t)}
+    col = strings(texts)
+    h, n = sampled_pieces(*text_buffers(col), 0)
+    assert len(h) == len(exact)
+    assert int(n.sum()) == sum(len(w) for w in exact)   # ByteLevel: a character a byte
+    h6, n6 = sampled_pieces(*text_buffers(col), tt.PIECE_SAMPLE_BITS)
+    assert set(h6) <= set(h)                        # a sample of the same words
+    assert abs((len(h6) << tt.PIECE_SAMPLE_BITS) / len(exact) - 1) < 0.1
+    # the tasks' samples unite: words seen by two tasks count once
+    staging = tmp_path / "st"
+    (staging / tt.SAMPLE_DIR).mkdir(parents=True)
+    half = len(texts) // 2
+    for r, part in enumerate((texts[:half + 50], texts[half - 50:])):
+        tt.save_pieces(staging / tt.SAMPLE_DIR / f"pieces-{r:05d}.npy",
+                       [sampled_pieces(*text_buffers(strings(part)), tt.PIECE_SAMPLE_BITS)])
+    words, nbytes = tt.distinct_words(staging, 2)
+    assert words == len(h6) << tt.PIECE_SAMPLE_BITS
+    assert nbytes == int(n6.sum()) << tt.PIECE_SAMPLE_BITS
 
 
 def test_missing_input(tmp_path):
@@ -328,3 +410,31 @@ def test_long_documents_are_cropped(tmp_path):
     assert res["cropped_docs"] == 2 and res["sample_docs"] == 3
     assert res["sample_bytes"] == sum(len(t.encode()) for t in got)
     assert res["zh_docs"] == 2 and res["en_docs"] == 1
+
+
+def test_bench_memory_smoke(tmp_path):
+    """bench/bench_tokenizer_memory.py runs the stage on each language and compares its
+    estimate with the peak it reached (shape, on the bundled sample; the estimate is
+    checked not to fall short of the peak)."""
+    import bench_tokenizer_memory as bm
+
+    from conftest import SAMPLE
+
+    out = tmp_path / "rows.json"
+    rc = bm.main(["--corpus", str(SAMPLE.parent), "--zh-mb", "0.5", "--en-mb", "0.5",
+                  "--vocab-size", "1000", "--json", str(out)])
+    rows = json.loads(out.read_text())
+    assert [r["text"] for r in rows] == ["benchmark corpus, Chinese", "benchmark corpus, English"]
+    for r in rows:
+        assert 0.4 < r["sample_mb"] < 0.7 and r["words"] > 1000 and r["peak_mb"] > 0
+        assert r["ok"] == (r["peak_mb"] <= bm.TARGET * r["expected_mb"])
+    assert rows[0]["han_chars"] > 10 * rows[1]["han_chars"]      # told apart by script
+    assert rc == 0
+
+
+def test_bench_memory_reads_tagged_text(tmp_path):
+    f = tmp_path / "tagged.txt"
+    f.write_text("迈向/v  充满/v  希望/n  的/u  新/a  世纪/n\n\n我正在写这本书的心得。\n", encoding="utf-8")
+    import bench_tokenizer_memory as bm
+
+    assert bm.read_lines([str(f)]) == ["迈向充满希望的新世纪", "我正在写这本书的心得。"]
