@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -46,7 +47,9 @@ def test_bench_suite_smoke(tmp_path):
         assert r["rows"] and r["peak_rss_mb"] > 0
         for row in r["rows"]:
             if r["bench"] == "rerun":   # a ratio of wall times (not judged here), bytes must match
-                assert row["ratio"] > 0 and row["name"]
+                assert math.isfinite(row["ratio"]) and "own work" in row["name"]
+                assert all(v > 0 for v in r["extra"]["fixed_s"].values())
+                assert all(v > 0 for v in r["extra"]["rerun_share"].values())
                 assert r["extra"]["identical_to_fresh"] == {"clean": True, "dedup_minhash": True}
                 assert r["extra"]["rerun_measured_nothing"] == {"clean": True, "dedup_minhash": True}
                 assert r["extra"]["unchanged_rerun_linked_every_file"] == {"clean": True,
