@@ -46,7 +46,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -57,20 +56,11 @@ for p in (ROOT, ROOT / "bench"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from common import stage_env  # noqa: E402  (bench/ is on the path from here on)
+from common import run_script  # noqa: E402  (bench/ is on the path from here on)
 
 TARGETS = {"clean": 0.10, "dedup_minhash": 0.25}
 # the threshold each rerun changes
 RERUN_FLAGS = {"clean": ("--min-chars", "250"), "dedup_minhash": ("--threshold", "0.85")}
-
-
-def _run(script: str, *args) -> float:
-    t0 = time.time()
-    cp = subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
-                        capture_output=True, text=True, env=stage_env())
-    if cp.returncode != 0:
-        raise RuntimeError(f"{script} {' '.join(map(str, args))}: {cp.stderr[-2000:]}")
-    return time.time() - t0
 
 
 def _manifest(out: Path) -> dict:
@@ -120,10 +110,10 @@ def warm_up(texts: list[str], d: Path) -> dict:
     d.mkdir()
     pq.write_table(pa.table({"id": [f"w{i}" for i in range(len(texts))], "text": texts}),
                    d / "src.parquet")
-    _run("download_data.py", "--input", d / "src.parquet", "--output", d / "raw")
-    _run("clean.py", "--input", d / "raw", "--output", d / "cleaned")
-    _run("dedup_minhash.py", "--input", d / "raw", "--output", d / "dedup")
-    return {stage: _run(f"{stage}.py", "--input", d / "raw", "--output", d / out,
+    run_script("download_data.py", "--input", d / "src.parquet", "--output", d / "raw")
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned")
+    run_script("dedup_minhash.py", "--input", d / "raw", "--output", d / "dedup")
+    return {stage: run_script(f"{stage}.py", "--input", d / "raw", "--output", d / out,
                         *RERUN_FLAGS[stage])
             for stage, out in (("clean", "cleaned"), ("dedup_minhash", "dedup"))}
 
@@ -139,37 +129,37 @@ def run(corpus_texts: list[str], quick: bool = False) -> dict:
                                  "text": corpus_texts}), src)
         mb = sum(len(t.encode("utf-8")) for t in corpus_texts) / 1e6
         fixed = warm_up(corpus_texts[:500], Path(td) / "warm")
-        t = {"download_data": _run("download_data.py", "--input", src, "--output", d / "raw")}
+        t = {"download_data": run_script("download_data.py", "--input", src, "--output", d / "raw")}
         # the same command again: the output is current, nothing is converted or rewritten
         stamps = _mtimes(d / "raw")
-        t["download_data rerun, unchanged"] = _run("download_data.py", "--input", src,
+        t["download_data rerun, unchanged"] = run_script("download_data.py", "--input", src,
                                                    "--output", d / "raw")
         download_kept = _mtimes(d / "raw") == stamps
-        t["clean"] = _run("clean.py", "--input", d / "raw", "--output", d / "cleaned")
-        t["clean rerun"] = _run("clean.py", "--input", d / "raw", "--output", d / "cleaned",
+        t["clean"] = run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned")
+        t["clean rerun"] = run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned",
                                 *RERUN_FLAGS["clean"])
         cm = _manifest(d / "cleaned")
         # the same flags again: no unit's rows change, every output file is linked
-        t["clean rerun, unchanged"] = _run("clean.py", "--input", d / "raw", "--output",
+        t["clean rerun, unchanged"] = run_script("clean.py", "--input", d / "raw", "--output",
                                            d / "cleaned", *RERUN_FLAGS["clean"])
         linked = {"clean": all(f["reused"] for f in _manifest(d / "cleaned")["files"])}
-        _run("clean.py", "--input", d / "raw", "--output", d / "fresh", *RERUN_FLAGS["clean"],
+        run_script("clean.py", "--input", d / "raw", "--output", d / "fresh", *RERUN_FLAGS["clean"],
              "--no-keep-signals")
         same_clean = _files(d / "cleaned") == _files(d / "fresh")
         shutil.rmtree(d / "fresh")
         workers = os.cpu_count() or 1
         floor = {"clean": io_floor(d / "raw", d / "cleaned", workers)}
-        t["dedup_minhash"] = _run("dedup_minhash.py", "--input", d / "raw",
+        t["dedup_minhash"] = run_script("dedup_minhash.py", "--input", d / "raw",
                                   "--output", d / "dedup")
-        t["dedup_minhash rerun"] = _run("dedup_minhash.py", "--input", d / "raw",
+        t["dedup_minhash rerun"] = run_script("dedup_minhash.py", "--input", d / "raw",
                                         "--output", d / "dedup", *RERUN_FLAGS["dedup_minhash"])
         mm = _manifest(d / "dedup")
-        t["dedup_minhash rerun, unchanged"] = _run("dedup_minhash.py", "--input", d / "raw",
+        t["dedup_minhash rerun, unchanged"] = run_script("dedup_minhash.py", "--input", d / "raw",
                                                    "--output", d / "dedup",
                                                    *RERUN_FLAGS["dedup_minhash"])
         same = _manifest(d / "dedup")
         linked["dedup_minhash"] = same["kept"]["output_files_reused"] == len(same["files"])
-        _run("dedup_minhash.py", "--input", d / "raw", "--output", d / "fresh",
+        run_script("dedup_minhash.py", "--input", d / "raw", "--output", d / "fresh",
              *RERUN_FLAGS["dedup_minhash"], "--no-keep-signatures")
         same_mh = _files(d / "dedup") == _files(d / "fresh")
         floor["dedup_minhash"] = io_floor(d / "raw", d / "dedup", workers)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -36,7 +35,7 @@ for p in (ROOT, ROOT / "bench"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from common import CORPUS, cpu_model, stage_env  # noqa: E402
+from common import CORPUS, cpu_model, run_script  # noqa: E402
 
 TARGET = 1.10          # peak / expected, at most
 SHARD_ROWS = 5000
@@ -92,20 +91,13 @@ def make_input(texts: list[str], folder: Path) -> Path:
         pq.write_table(pa.table({"id": [f"d{k}" for k in range(i, i + len(chunk))],
                                  "text": chunk}), src / f"part-{i // SHARD_ROWS:05d}.parquet")
     raw = folder / "raw"
-    _stage("download_data.py", "--input", str(src / "*.parquet"), "--output", raw)
+    run_script("download_data.py", "--input", str(src / "*.parquet"), "--output", raw)
     return raw
-
-
-def _stage(script: str, *args) -> None:
-    cp = subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
-                        capture_output=True, text=True, env=stage_env())
-    if cp.returncode != 0:
-        raise RuntimeError(f"{script} {' '.join(map(str, args))}: {cp.stderr[-2000:]}")
 
 
 def measure(raw: Path, out: Path, max_bytes: int, vocab: int) -> dict:
     """Train on at most max_bytes of raw; the manifest's expected and peak memory."""
-    _stage("train_tokenizer.py", "--input", raw, "--output", out, "--vocab-size", vocab,
+    run_script("train_tokenizer.py", "--input", raw, "--output", out, "--vocab-size", vocab,
            "--sample-ratio", 1, "--min-bytes", 0, "--max-bytes", max_bytes,
            "--memory-budget", "100TB")
     s = json.loads((out / "manifest.json").read_text())["sample"]

@@ -81,6 +81,21 @@ def stage_env() -> dict:
     return env
 
 
+def run_script(script: str, *args) -> float:
+    """Run one of the repository's scripts as a user does (a subprocess, stage_env) and
+    return its wall time in seconds; a failure raises, with the end of its stderr."""
+    import subprocess
+    import sys
+    import time
+
+    t0 = time.time()
+    cp = subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
+                        capture_output=True, text=True, env=stage_env())
+    if cp.returncode != 0:
+        raise RuntimeError(f"{script} {' '.join(map(str, args))}: {cp.stderr[-2000:]}")
+    return time.time() - t0
+
+
 def numpy_avx512() -> list[str]:
     """numpy's AVX-512 code paths (dispatch targets) enabled in this process."""
     from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
