@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "data" / "sample" / "sample.parquet"
-for _p in (ROOT, ROOT / "bench"):  # stage modules, and bench modules for the smoke tests
+for _p in (ROOT, ROOT / "bench", ROOT / "scripts"):  # stage, bench and script modules
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
