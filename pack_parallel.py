@@ -18,7 +18,7 @@ What it does, in the order the tutorial asks for it:
   --workers, any --task-mb and on every rerun.
 - Memory is bounded by --batch-rows: a task encodes a batch, writes it as uint16 and
   forgets it. It never holds a shard's ids as a Python list (36 bytes per token).
-- Speed: HF tokenizers encodes 2-3.5 MB/s per core. pack encodes with dataprep/bpe.py,
+- Speed: HF tokenizers encodes 2-3.5 MB/s per core. pack encodes with algorithms/packing_fast.py,
   HF's byte-level BPE compiled with numba over UTF-8 bytes (its merge list, its GPT-2
   split pattern, a cache of pieces already seen), at several times HF's speed and faster
   than tiktoken given the same vocabulary (`--encoder tiktoken`, ~12-16 MB/s). Either
@@ -32,7 +32,7 @@ What it does, in the order the tutorial asks for it:
   nothing (--force packs anyway).
 
 Read the result with `np.memmap("data/train.bin", dtype=np.uint16, mode="r")`, or with
-dataprep.loader.get_batch(split, batch_size, seq_len) (5.2).
+algorithms.loader.get_batch(split, batch_size, seq_len) (5.2).
 """
 
 from __future__ import annotations
@@ -46,20 +46,20 @@ from pathlib import Path
 import numpy as np
 import pyarrow.compute as pc
 
-from dataprep import layout
-from dataprep.arrays import to_numpy
-from dataprep.bpe import BpeEncoder
-from dataprep.errors import StageError, run_stage
-from dataprep.executor import (add_executor_args, load_task_results, save_task_result,
+from pipeline import layout
+from pipeline.arrays import to_numpy
+from algorithms.packing_fast import BpeEncoder
+from pipeline.errors import StageError, run_stage
+from pipeline.executors import (add_executor_args, load_task_results, save_task_result,
                                start_pool_early)
-from dataprep.manifest import MANIFEST
-from dataprep.report import human_bytes, markdown_table, save_report, table
-from dataprep.progress import task_progress
-from dataprep.shards import (HashingFile, file_record, id_hashes, iter_batches, list_shards,
+from pipeline.manifest import MANIFEST
+from pipeline.tables import human_bytes, markdown_table, save_report, table
+from pipeline.progress import task_progress
+from pipeline.shards import (HashingFile, file_record, id_hashes, iter_batches, list_shards,
                              open_shard)
-from dataprep.stage import StageRun, add_force_arg
-from dataprep.units import Unit, describe, plan_units, read_unit
-from dataprep.tokenizer import (check_fits_uint16, eos_id, load_tokenizer,
+from pipeline.staging import StageRun, add_force_arg
+from pipeline.units import Unit, describe, plan_units, read_unit
+from algorithms.tokenizer_file import (check_fits_uint16, eos_id, load_tokenizer,
                                 ordinary_tokenizer, byte_level_unsupported, to_tiktoken,
                                 tokenizer_hash)
 
@@ -128,7 +128,7 @@ class NotConvertible(StageError):
 class Encoder:
     """Encodes a batch of documents into one flat uint16 array, EOS after every document.
 
-    kind "numba": dataprep/bpe.py, HF's byte-level BPE compiled (the default fast path).
+    kind "numba": algorithms/packing_fast.py, HF's byte-level BPE compiled (the default fast path).
     kind "tiktoken": the vocabulary converted to tiktoken (encode_to_numpy with no
     special tokens allowed: document text is always ordinary text).
     kind "hf": HF tokenizers with the added tokens removed, for the same reason.

@@ -19,7 +19,7 @@ stage's state), then one section per topic:
   5 pack & verify   tokens, EOS, the train/val split, decoded windows, the checklist
 
 Every stage that has not run yet is marked missing, with the command that runs it, and
-every stage whose manifest check fails (dataprep.manifest.check_input: an upstream output
+every stage whose manifest check fails (pipeline.manifest.check_input: an upstream output
 was rewritten after it was built, or a file it lists changed) is marked stale, with the
 check's message. The page reads only the manifests and the small report files the stages
 write beside their output, never a corpus shard nor the kept signals/ or signatures/:
@@ -54,10 +54,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from dataprep import layout
-from dataprep.errors import StageError, run_stage
-from dataprep.manifest import check_input, display_path, read_manifest
-from dataprep.report import human_bytes
+from pipeline import layout
+from pipeline.errors import StageError, run_stage
+from pipeline.manifest import check_input, display_path, read_manifest
+from pipeline.tables import human_bytes
 
 REPORT_NAME = "report.html"
 MAX_BYTES = 5_000_000        # the page must stay mailable

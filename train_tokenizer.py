@@ -57,7 +57,7 @@ token, so a web page cannot forge a document boundary.
 That last point needs care: HF tokenizers matches added special tokens inside raw text
 by default (tok.encode("a <|endoftext|> b") gives id 0 even with
 add_special_tokens=False). Document text is therefore always encoded with
-dataprep.tokenizer.ordinary_tokenizer(tok): the same vocabulary with the added-token
+algorithms.tokenizer_file.ordinary_tokenizer(tok): the same vocabulary with the added-token
 list dropped, so the literal string becomes ordinary byte-level tokens, and the only
 EOS ids are the ones the packer appends by id. Asking for the special token means
 tok.encode() on the full tokenizer, or token_to_id("<|endoftext|>").
@@ -87,18 +87,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dataprep import layout
-from dataprep.arrays import fill_empty, from_numpy, strings, text_buffers, to_numpy
-from dataprep.errors import StageError, run_stage
-from dataprep.executor import (add_executor_args, load_task_results, save_task_result,
+from pipeline import layout
+from pipeline.arrays import fill_empty, from_numpy, strings, text_buffers, to_numpy
+from pipeline.errors import StageError, run_stage
+from pipeline.executors import (add_executor_args, load_task_results, save_task_result,
                                start_pool_early)
-from dataprep.manifest import MANIFEST, read_manifest, write_json
-from dataprep.progress import available_memory, peak_rss_mb
-from dataprep.report import human_bytes, markdown_table, parse_size, pct, save_report, table
-from dataprep.shards import ShardWriter, file_record, list_shards, open_shard, read_table
-from dataprep.stage import StageRun, add_force_arg
-from dataprep.units import plan_units
-from dataprep.tokenizer import EOS_TOKEN, SPECIAL_TOKENS, max_token_id, ordinary_tokenizer
+from pipeline.manifest import MANIFEST, read_manifest, write_json
+from pipeline.progress import available_memory, peak_rss_mb
+from pipeline.tables import human_bytes, markdown_table, parse_size, pct, save_report, table
+from pipeline.shards import ShardWriter, file_record, list_shards, open_shard, read_table
+from pipeline.staging import StageRun, add_force_arg
+from pipeline.units import plan_units
+from algorithms.tokenizer_file import EOS_TOKEN, SPECIAL_TOKENS, max_token_id, ordinary_tokenizer
 
 HELDOUT = "report/heldout.parquet"   # the held-out text, beside the report
 PAIR_COUNT_LIMIT = 2**31 - 1   # BpeTrainer's i32 pair counts (tokenizers issue 2058)
@@ -255,10 +255,10 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
                 heldout_share: float, train_share: float, seed: int,
                 max_doc_chars: int) -> None:
     """Task `rank`: write the held-out and training rows of unit `rank` into staging."""
-    from dataprep.bpe import sampled_pieces
-    from dataprep.progress import task_progress
-    from dataprep.shards import id_hashes
-    from dataprep.units import read_unit
+    from algorithms.packing_fast import sampled_pieces
+    from pipeline.progress import task_progress
+    from pipeline.shards import id_hashes
+    from pipeline.units import read_unit
 
     out = Path(staging) / SAMPLE_DIR
     out.mkdir(parents=True, exist_ok=True)

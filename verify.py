@@ -38,15 +38,15 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from dataprep import layout
-from dataprep.arrays import strings
-from dataprep.errors import StageError, run_stage
-from dataprep.executor import add_executor_args, start_pool_early
-from dataprep.manifest import (MANIFEST, check_input, display_path, read_manifest, upstream_path,
+from pipeline import layout
+from pipeline.arrays import strings
+from pipeline.errors import StageError, run_stage
+from pipeline.executors import add_executor_args, start_pool_early
+from pipeline.manifest import (MANIFEST, check_input, display_path, read_manifest, upstream_path,
                                write_json)
-from dataprep.report import human_bytes, markdown_table, pct, table
-from dataprep.shards import list_shards
-from dataprep.tokenizer import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, load_tokenizer,
+from pipeline.tables import human_bytes, markdown_table, pct, table
+from pipeline.shards import list_shards
+from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, load_tokenizer,
                                 max_token_id, ordinary_tokenizer, tokenizer_hash)
 
 PACK_MANIFEST = "pack_manifest.json"
@@ -259,8 +259,8 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
     import pyarrow.parquet as pq
 
     import dedup_minhash as dm
-    from dataprep.progress import task_progress
-    from dataprep.units import Unit, read_unit
+    from pipeline.progress import task_progress
+    from pipeline.units import Unit, read_unit
 
     unit, w = Unit(**units[rank]), Path(work)
     for d in ("band", "train"):
@@ -294,7 +294,7 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
     pq.write_table(pa.table({"id": strings([i for i, _ in vals]),
                              "text": strings([t for _, t in vals])}), w / f"val-{rank:05d}.parquet")
     pq.write_table(pa.table({"text": strings(sample)}), w / f"sample-{rank:05d}.parquet")
-    from dataprep.executor import save_task_result
+    from pipeline.executors import save_task_result
     save_task_result(work, "scan", rank, {"docs": docs, "val": len(vals), "sample": len(sample)})
 
 
@@ -302,8 +302,8 @@ def scan_corpus(ctx: Context) -> dict:
     """Run the scan; the val documents' texts, the sample, and where the band hashes are."""
     import pyarrow.parquet as pq
 
-    from dataprep.executor import load_task_results, run_tasks
-    from dataprep.units import plan_units, unit_offsets
+    from pipeline.executors import load_task_results, run_tasks
+    from pipeline.units import plan_units, unit_offsets
 
     units = plan_units(list_shards(ctx.input_dir), ctx.args.task_mb)
     work = ctx.data / SCAN
@@ -626,7 +626,7 @@ def check_val_overlap(ctx: Context) -> Item:
     signatures, so an exact copy is always a candidate: the exact check misses nothing."""
     import dedup_minhash as dm
     from dedup_exact import normalise  # the one normalisation (section 3.2)
-    from dataprep.units import fetch_rows
+    from pipeline.units import fetch_rows
 
     it = Item(8, "no validation document is in train")
     scan = ctx.corpus
@@ -853,7 +853,7 @@ def parse_args(argv):
 def main(argv: list[str] | None = None) -> int:
     import time
 
-    from dataprep.progress import cpu_seconds, peak_rss_mb
+    from pipeline.progress import cpu_seconds, peak_rss_mb
 
     t0 = time.time()
     args = parse_args(argv)

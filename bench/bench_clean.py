@@ -10,8 +10,8 @@ Both sides judge the same documents in this process (one core):
   text with newlines replaced, for every document;
 - ours: what a clean.py task does with a batch of 1,024 documents from a parquet record
   batch: the four cheap signals in one compiled pass over the UTF-8 bytes
-  (dataprep.textscan), then language ID on the documents that reach it, through
-  dataprep.lid.FastLid (fastText's prediction reimplemented) on the Arrow column.
+  (algorithms.cleaning_fast), then language ID on the documents that reach it, through
+  algorithms.langid_fast.FastLid (fastText's prediction reimplemented) on the Arrow column.
 
 The corpus is cut into blocks; each block is timed for both sides, alternating which goes
 first, so drifting load on a shared machine hits both alike. Throughput is text MB per
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     from common import corpus_texts
 
-    from dataprep.report import table
+    from pipeline.tables import table
 
     res = run(corpus_texts(a.mb, quick=a.quick), quick=a.quick, lid_chars=a.lid_chars)
     print(f"{res['mb']:.1f} MB, {res['docs']:,} documents; kept: reference "

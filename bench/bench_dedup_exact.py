@@ -108,7 +108,7 @@ def run(corpus_texts: list[str], quick: bool = False) -> dict:
 def main(argv: list[str] | None = None) -> int:
     from common import corpus_texts
 
-    from dataprep.report import table
+    from pipeline.tables import table
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mb", type=float, default=50.0, help="corpus size in MB (default 50)")

@@ -257,7 +257,7 @@ def fmt_row(r: dict) -> list:
 
 def report(results: dict[str, dict]) -> None:
     """One table: a column group per instruction set, side by side."""
-    from dataprep.report import table
+    from pipeline.tables import table
 
     first = next(iter(results.values()))
     print(f"text: {first['source']}; measured on the same {first['measured_mb']} MB "

@@ -70,7 +70,7 @@ def raw_tiktoken(enc, texts: list[str]) -> int:
 def our_pack(tokenizer: str, shard: Path, staging: Path, encoder: str = "numba") -> int:
     import pack_parallel as pp
 
-    from dataprep.units import plan_units
+    from pipeline.units import plan_units
 
     pp._ENCODERS.clear()  # load the tokenizer inside the timed region, as a task does
     units = [u.to_dict() for u in plan_units([shard], task_mb=1e6)]  # one task, like before
@@ -98,8 +98,8 @@ def warm_up(tokenizer: str) -> None:
     """Load numba's compiled functions (compiled once, then cached on disk) outside the
     measurement, as the reference's `import tokenizers` is; the per-process tables are
     still built inside it."""
-    from dataprep import bpe
-    from dataprep.tokenizer import load_tokenizer
+    from algorithms import packing_fast
+    from algorithms.tokenizer_file import load_tokenizer
 
     bpe.BpeEncoder.from_tokenizer(load_tokenizer(tokenizer)).pack(["warm up: 1 é 中"], 0)
     bpe._CLASSES = None
@@ -112,7 +112,7 @@ def run(corpus_texts: list[str], quick: bool = False, tokenizer: str | None = No
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dataprep.tokenizer import load_tokenizer, to_tiktoken
+    from algorithms.tokenizer_file import load_tokenizer, to_tiktoken
 
     mb = sum(len(t.encode("utf-8")) for t in corpus_texts) / 1e6
     with tempfile.TemporaryDirectory() as d:
@@ -166,7 +166,7 @@ def sample_corpus(mb: float = 0, lang: str | None = None) -> list[str]:
     else repeated until mb megabytes."""
     import pyarrow.parquet as pq
 
-    from dataprep import layout
+    from pipeline import layout
 
     t = pq.read_table(ROOT / layout.SAMPLE)
     langs = t.column("lang").to_pylist() if "lang" in t.column_names else [None] * t.num_rows
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                    "(en, zh, ...); default: all (the sample is mostly Chinese)")
     p.add_argument("--quick", action="store_true")
     a = p.parse_args(argv)
-    from dataprep.report import table
+    from pipeline.tables import table
 
     res = run(sample_corpus(a.mb, a.lang), quick=a.quick, tokenizer=a.tokenizer,
               repeat=max(1, a.repeat))

@@ -82,7 +82,7 @@ def io_floor(inp: Path, out: Path, workers: int) -> float:
     write every output shard again with the suite's writer, spread evenly over the
     workers (no Python start-up, no task overhead, no logic)."""
     import pyarrow.parquet as pq
-    from dataprep.shards import ShardWriter
+    from pipeline.shards import ShardWriter
 
     t0 = time.time()
     for f in sorted(inp.glob("*.parquet")):

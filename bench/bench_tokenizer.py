@@ -76,7 +76,7 @@ def reference(paths: list[str], vocab: int):
     """Tutorial 4.7: datasets streaming, every row through Python, then BpeTrainer."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    from dataprep.tokenizer import SPECIAL_TOKENS
+    from algorithms.tokenizer_file import SPECIAL_TOKENS
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -93,8 +93,8 @@ def ours(paths: list[str], vocab: int, staging: Path):
     import pyarrow as pa
 
     import train_tokenizer as tt
-    from dataprep.shards import open_shard
-    from dataprep.units import plan_units
+    from pipeline.shards import open_shard
+    from pipeline.units import plan_units
 
     units = [u.to_dict() for u in plan_units([Path(p) for p in paths])]
     sizes = [int(tt.pc.sum(tt.pc.binary_length(open_shard(p).read(columns=["text"])
@@ -117,7 +117,7 @@ def sample_reference(paths: list[str], ratio: float) -> int:
 def sample_ours(paths: list[str], ratio: float, staging: Path) -> int:
     """Drawing it the stage's way: text column in Arrow, rows chosen in numpy."""
     import train_tokenizer as tt
-    from dataprep.units import plan_units
+    from pipeline.units import plan_units
 
     units = [u.to_dict() for u in plan_units([Path(p) for p in paths])]
     for rank in range(len(units)):
@@ -174,7 +174,7 @@ def run(corpus_texts: list[str], quick: bool = False) -> dict:
 def main(argv: list[str] | None = None) -> int:
     from common import corpus_texts
 
-    from dataprep.report import table
+    from pipeline.tables import table
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mb", type=float, default=50.0)

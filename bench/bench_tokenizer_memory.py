@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         cases.append((f"given Chinese text ({len(args.chinese_text)} files)", extra, [mb / 2, mb]))
     print(f"train_tokenizer.py memory, expected against peak ({cpu_model()}):", flush=True)
     rows = run([c for c in cases if c[2]], args.vocab_size)
-    from dataprep.report import table
+    from pipeline.tables import table
 
     print(table(["text", "sample MB", "Chinese chars", "distinct words", "their MB",
                  "expected MB", "peak MB", "peak/expected", "ok"],

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                          default=lambda o: o.item() if hasattr(o, "item") else str(o)))
         return 0
 
-    from dataprep.report import markdown_table, table
+    from pipeline.tables import markdown_table, table
 
     mb = 0.3 if args.quick and args.mb == 250.0 else args.mb
     names = [n for n in args.only.split(",") if n]

@@ -13,7 +13,7 @@ For each stage it reports:
 
 - wall time, measured around the command;
 - CPU time: the driver's own (all its threads) plus its tasks' in worker processes, from
-  the stage's manifest (dataprep.progress records them), or verify_report.json for
+  the stage's manifest (pipeline.progress records them), or verify_report.json for
   verify.py;
 - peak RSS of the driver and of the largest worker;
 - core use = CPU / (cores x wall), and each parallel phase's own core use;
@@ -82,7 +82,7 @@ def corpus_prefix(corpus: Path, gb: float, out: Path) -> int:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from dataprep.shards import list_shards
+    from pipeline.shards import list_shards
 
     out.mkdir(parents=True, exist_ok=True)
     want, got = gb * 1e9, 0
@@ -249,8 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT / "bench"))
     from common import cpu_model
 
-    from dataprep.layout import default_workers
-    from dataprep.report import table
+    from pipeline.layout import default_workers
+    from pipeline.tables import table
 
     sizes_gb = [float(x) for x in args.gb.split(",")]
     corpus = Path(args.corpus)

@@ -1,4 +1,4 @@
-"""dataprep.arrays builds and reads the same arrays as pyarrow's own calls, without
+"""pipeline.arrays builds and reads the same arrays as pyarrow's own calls, without
 importing pandas."""
 
 import subprocess
@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dataprep.arrays import from_numpy, strings, to_numpy
+from pipeline.arrays import from_numpy, strings, to_numpy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,7 +61,7 @@ def test_to_numpy_nulls():
 
 def test_no_pandas_import():
     code = ("import sys, numpy as np, pyarrow as pa\n"
-            "from dataprep.arrays import combine, from_numpy, strings, to_numpy\n"
+            "from pipeline.arrays import combine, from_numpy, strings, to_numpy\n"
             "a = from_numpy(np.arange(5)); b = from_numpy(np.ones(5, bool), mask=np.zeros(5, bool))\n"
             "s = strings(['a', None]); x = to_numpy(pa.chunked_array([a, a])); y = to_numpy(b)\n"
             "t = pa.table({'a': a}).filter(b)\n"
@@ -76,7 +76,7 @@ def test_no_pandas_import():
 
 
 def test_combine():
-    from dataprep.arrays import combine
+    from pipeline.arrays import combine
     a, b = pa.array(["x", None]), pa.array(["y"])
     assert combine(a) is a
     assert combine(pa.chunked_array([a])).equals(a)
@@ -86,7 +86,7 @@ def test_combine():
 
 
 def test_fill_empty():
-    from dataprep.arrays import fill_empty
+    from pipeline.arrays import fill_empty
     a = pa.array(["x", None, ""], pa.string())
     assert fill_empty(a).to_pylist() == ["x", "", ""]
     c = pa.chunked_array([a, pa.array([None], pa.string())])

@@ -18,10 +18,10 @@ import pytest
 from conftest import SAMPLE, run_script
 
 import clean
-from dataprep.errors import StageError
-from dataprep.shards import list_shards
-from dataprep.stage import StageRun
-from dataprep.units import plan_units
+from pipeline.errors import StageError
+from pipeline.shards import list_shards
+from pipeline.staging import StageRun
+from pipeline.units import plan_units
 
 # which rule each planted problem of the sample is meant for
 MEANT_FOR = {"too_short": "too_short", "dup_lines": "dup_lines", "char_repeat": "char_repeat",
@@ -285,13 +285,13 @@ def test_bench_smoke(sample_rows):
 
 
 def test_compiled_signals_equal_the_python_definitions(sample_rows):
-    """dataprep.textscan measures a whole batch from its UTF-8 bytes; it must give exactly
+    """algorithms.cleaning_fast measures a whole batch from its UTF-8 bytes; it must give exactly
     what clean.py's readable functions give on each str."""
     import random
 
     import pyarrow as pa
 
-    from dataprep.textscan import cheap_signals
+    from algorithms.cleaning_fast import cheap_signals
 
     rng = random.Random(0)
     pieces = ["a", "b", " ", "\n", "\t", "\r", "\u3000", "\u00a0", "\x1c", "\x85", "中", "😀",

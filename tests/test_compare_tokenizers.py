@@ -11,7 +11,7 @@ import pytest
 
 import compare_tokenizers as ct
 from conftest import run_script
-from dataprep.errors import StageError
+from pipeline.errors import StageError
 
 
 @pytest.fixture(scope="module")

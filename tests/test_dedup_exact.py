@@ -12,9 +12,9 @@ import pytest
 from conftest import SAMPLE, run_script
 
 import dedup_exact as de
-from dataprep.report import parse_size
-from dataprep.shards import list_shards
-from dataprep.units import plan_units
+from pipeline.tables import parse_size
+from pipeline.shards import list_shards
+from pipeline.units import plan_units
 # section 3.2 verbatim, kept once in the benchmark: the reference the stage must agree with
 from bench_dedup_exact import exact_dedup as tutorial_exact_dedup
 

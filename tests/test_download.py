@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 
 from conftest import SAMPLE, run_script, snapshot
 from hub_server import HubServer
-from dataprep.manifest import read_manifest
-from dataprep.shards import list_shards
+from pipeline.manifest import read_manifest
+from pipeline.shards import list_shards
 
 import download_data as dd
 import report

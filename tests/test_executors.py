@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ALL_STAGES, PIPELINE, ROOT, output_files, run_script, stage_args
-from dataprep.manifest import check_input
+from pipeline.manifest import check_input
 
 EXECUTOR_STAGES = ["clean.py", "dedup_exact.py", "dedup_minhash.py", "pack_parallel.py"]
 VENV_BIN = Path(sys.executable).parent

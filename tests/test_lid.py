@@ -1,4 +1,4 @@
-"""dataprep/lid.py gives fastText's own answers: the same label and the same float32
+"""algorithms/langid_fast.py gives fastText's own answers: the same label and the same float32
 probability, bit for bit, as `fasttext.load_model(path).predict(text.replace("\\n", " "),
 k=1)` -- on the bundled sample, windows of it, edge cases, random multi-script strings,
 and small models of the other kinds (softmax, word n-grams, minn = 1, dense .bin,
@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dataprep.lid import CACHE_MAX_TOKEN, CACHE_SLOTS, FastLid
+from algorithms.langid_fast import CACHE_MAX_TOKEN, CACHE_SLOTS, FastLid
 
 fasttext = pytest.importorskip("fasttext")
 fasttext.FastText.eprint = lambda *a, **k: None  # load_model's deprecation warning

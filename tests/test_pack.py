@@ -15,12 +15,12 @@ import pytest
 from conftest import SAMPLE, run_script, snapshot
 
 import pack_parallel as pp
-from dataprep.bpe import BpeEncoder
-from dataprep.errors import StageError
-from dataprep.loader import get_batch
-from dataprep.shards import file_digest
-from dataprep.units import plan_units
-from dataprep.tokenizer import (EOS_TOKEN, SPECIAL_TOKENS, load_tokenizer, ordinary_tokenizer,
+from algorithms.packing_fast import BpeEncoder
+from pipeline.errors import StageError
+from algorithms.loader import get_batch
+from pipeline.shards import file_digest
+from pipeline.units import plan_units
+from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, load_tokenizer, ordinary_tokenizer,
                                 to_tiktoken, tokenizer_hash)
 
 
@@ -214,7 +214,7 @@ def test_ids_that_differ_on_the_sample_fall_back_to_hf(tok_path, monkeypatch, ca
     """A class table that disagrees with HF's regex on one letter (as a table from an
     older Unicode version would on a newly assigned one): the check at start sees the
     ids differ, warns and packs with HF."""
-    from dataprep import bpe
+    from algorithms import packing_fast
 
     assert pp.choose_encoder(str(tok_path), "auto", sample_texts(20))[0] == "numba"
     wrong = bpe.codepoint_classes().copy()

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import ROOT, run_script
-from dataprep.manifest import check_input
+from pipeline.manifest import check_input
 
 # every threshold flag of clean.py, lowered and raised from its default
 CLEAN_FLAGS = [("--min-chars", "100"), ("--min-chars", "400"),

@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 
 from conftest import run_script
-from dataprep.errors import StageError
-from dataprep.manifest import check_input, read_manifest
-from dataprep.shards import list_shards, read_table, write_table
-from dataprep.stage import StageRun
+from pipeline.errors import StageError
+from pipeline.manifest import check_input, read_manifest
+from pipeline.shards import list_shards, read_table, write_table
+from pipeline.staging import StageRun
 
 
 def _raw(tmp_path: Path, rows: int) -> Path:
@@ -180,7 +180,7 @@ def test_crash_between_the_commit_renames_is_mended(tmp_path):
     # same crash, but the staged output was complete (its manifest written): finish it
     run = StageRun("clean", out, {"copy": True, "x": 2}, input_manifest=raw / "manifest.json")
     recs = [write_table(run.staging / s.name, read_table(s)) for s in list_shards(raw)]
-    from dataprep.manifest import write_json
+    from pipeline.manifest import write_json
     write_json(run.staging / "manifest.json", {"files": recs, "output_fingerprint": "new"})
     os.replace(out, old)
     StageRun("clean", out, {"copy": True, "x": 3}, input_manifest=raw / "manifest.json")

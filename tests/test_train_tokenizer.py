@@ -13,9 +13,9 @@ import pytest
 
 import train_tokenizer as tt
 from conftest import run_script, snapshot
-from dataprep.errors import StageError
-from dataprep.shards import list_shards
-from dataprep.tokenizer import EOS_TOKEN, SPECIAL_TOKENS, load_tokenizer, ordinary_tokenizer
+from pipeline.errors import StageError
+from pipeline.shards import list_shards
+from algorithms.tokenizer_file import EOS_TOKEN, SPECIAL_TOKENS, load_tokenizer, ordinary_tokenizer
 
 VOCAB = 2000  # small: the tests train twice on the few-MB sample
 
@@ -66,8 +66,8 @@ def test_compression_keys_verify_reads(trained):
 
 
 def test_heldout_documents_are_not_in_the_training_sample(sample_layout, tmp_path):
-    from dataprep.shards import id_hashes
-    from dataprep.units import plan_units, read_unit
+    from pipeline.shards import id_hashes
+    from pipeline.units import plan_units, read_unit
 
     units = [u.to_dict() for u in plan_units(list_shards(sample_layout / "raw"), task_mb=0.5)]
     assert len(units) > 1
@@ -93,7 +93,7 @@ def test_heldout_documents_are_not_in_the_training_sample(sample_layout, tmp_pat
 
 
 def test_sample_does_not_depend_on_how_the_input_is_cut(sample_layout, tmp_path):
-    from dataprep.units import plan_units
+    from pipeline.units import plan_units
 
     texts = []
     for task_mb, d in ((0.3, tmp_path / "small"), (100, tmp_path / "big")):
@@ -260,8 +260,8 @@ def test_distinct_words_are_the_pretokenizers(sample_layout, tmp_path):
     import pyarrow.parquet as pq
     from tokenizers import pre_tokenizers
 
-    from dataprep.arrays import strings, text_buffers
-    from dataprep.bpe import sampled_pieces
+    from pipeline.arrays import strings, text_buffers
+    from algorithms.packing_fast import sampled_pieces
 
     texts = pq.read_table(list_shards(sample_layout / "raw")[0], columns=["text"]) \
         .column("text").to_pylist()
@@ -337,7 +337,7 @@ def test_plan_sample_bounds():
 
 
 def test_choose_rows_is_seeded_disjoint_and_by_share():
-    from dataprep.shards import id_hashes
+    from pipeline.shards import id_hashes
 
     ids = [f"doc-{i}" for i in range(10_000)]
     lengths = np.full(len(ids), 100, dtype=np.int64)
@@ -400,7 +400,7 @@ def test_long_documents_are_cropped(tmp_path):
     shard = tmp_path / "part-00000.parquet"
     texts = ["短" * 50, "long " * 400, "机器学习" * 300]
     pq.write_table(pa.table({"id": ["a", "b", "c"], "text": texts}), shard)
-    from dataprep.units import plan_units
+    from pipeline.units import plan_units
 
     units = [u.to_dict() for u in plan_units([shard])]
     tt.sample_unit(0, 1, units, str(tmp_path), 0.0, 1.0, 0, 100)

@@ -12,9 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import SAMPLE, run_script
-from dataprep import progress
-from dataprep.shards import ROW_GROUP_BYTES, ShardWriter, file_digest, list_shards, writer_options
-from dataprep.units import fetch_column, fetch_rows, plan_units, read_unit, split_row_groups, unit_offsets
+from pipeline import progress
+from pipeline.shards import ROW_GROUP_BYTES, ShardWriter, file_digest, list_shards, writer_options
+from pipeline.units import fetch_column, fetch_rows, plan_units, read_unit, split_row_groups, unit_offsets
 
 
 def _texts(n: int, size: int) -> list[str]:
@@ -154,8 +154,8 @@ def test_filter_shard_picks_rows_in_the_same_pass_and_pick_rows_agrees(tmp_path)
     """The values filter_shard picks while copying (kept rows or not, across batches and
     row groups) are those of the rows asked for, and pick_rows (a reused file's path)
     returns the same; the copy itself does not change."""
-    from dataprep.shards import filter_shard
-    from dataprep.units import pick_rows
+    from pipeline.shards import filter_shard
+    from pipeline.units import pick_rows
 
     texts = _texts(5000, 700)
     ids = [f"d{i}" for i in range(len(texts))]

@@ -498,7 +498,7 @@ class BpeEncoder:
     @classmethod
     def from_tokenizer(cls, tok) -> "BpeEncoder | None":
         """The encoder for an HF byte-level BPE tokenizer, or None when it is not one."""
-        from .tokenizer import byte_decoder, byte_level_unsupported
+        from .tokenizer_file import byte_decoder, byte_level_unsupported
 
         if byte_level_unsupported(tok):
             return None

@@ -24,12 +24,12 @@ from pathlib import Path
 import xxhash
 
 from .errors import StageError
-from .executor import RESULTS_DIR, run_tasks
+from .executors import RESULTS_DIR, run_tasks
 from .progress import cpu_seconds, current_rss_mb, peak_rss_mb
 from .layout import STAGES
 from .manifest import (MANIFEST, VERSION, check_input, display_path, fingerprint,
                        read_manifest, relative_manifest, upstream_path, write_json)
-from .report import human_bytes
+from .tables import human_bytes
 from .shards import matches_record
 
 RUN_KEY = "_run.json"
@@ -149,7 +149,7 @@ class StageRun:
                  total_bytes: int = 0, inline: bool = False, **kwargs) -> dict:
         """Run a parallel phase (fn for ranks 0..tasks-1) through the executor, timed, with
         its progress bar; its resources (core use, worker memory) go into the manifest.
-        inline: too little work for a worker pool (see dataprep.executor.run_tasks)."""
+        inline: too little work for a worker pool (see pipeline.executors.run_tasks)."""
         with self.phase(phase):
             res = run_tasks(fn, tasks, args, self.logging_dir(phase), phase,
                             total_docs=total_docs, total_bytes=total_bytes, inline=inline,
@@ -303,7 +303,7 @@ def resources_line(r: dict, timings: dict) -> str:
 
 def write_resources(folder: Path, stage: str, r: dict, timings: dict) -> None:
     """<report>/resources.{json,md}: the numbers behind resources_line, per phase."""
-    from .report import markdown_table, save_report
+    from .tables import markdown_table, save_report
 
     rows = [[k, v.get("tasks"), v.get("workers"), v.get("wall_s"), v.get("task_cpu_s"),
              "-" if v.get("core_use") is None else f"{v['core_use']:.0%}",

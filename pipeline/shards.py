@@ -2,7 +2,7 @@
 
 A stage's input and output directories hold `*.parquet` shards (zstd) with at least the
 columns `id` and `text`, written in row groups of bounded size. Later stages cut them
-into tasks of a few row groups each (dataprep.units), read in record batches.
+into tasks of a few row groups each (pipeline.units), read in record batches.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ TEXT = "text"
 ID = "id"
 COMPRESSION = "zstd"
 ROW_GROUP_ROWS = 8192
-ROW_GROUP_BYTES = 1 << 20  # text per row group: the finest cut of a task (dataprep.units)
+ROW_GROUP_BYTES = 1 << 20  # text per row group: the finest cut of a task (pipeline.units)
 
 
 def list_shards(input_dir: str | os.PathLike) -> list[Path]:
@@ -105,7 +105,7 @@ class ShardWriter:
     Rows are buffered into row groups of at most ROW_GROUP_ROWS rows and ROW_GROUP_BYTES
     of text (a longer document is a row group alone). Where a row group ends depends only
     on the rows written, not on how they were batched, so the file's bytes do not either.
-    Row groups are the pieces a later stage's tasks are cut from (dataprep.units).
+    Row groups are the pieces a later stage's tasks are cut from (pipeline.units).
     """
 
     def __init__(self, path: str | os.PathLike, schema: pa.Schema):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import StageError
+from pipeline.errors import StageError
 
 EOS_TOKEN = "<|endoftext|>"
 SPECIAL_TOKENS = [EOS_TOKEN, "<|im_start|>", "<|im_end|>"] + [f"<|reserved_{i}|>" for i in range(8)]
@@ -37,7 +37,7 @@ GPT2_PATTERN = (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+"
 
 def tokenizer_hash(path: str | os.PathLike) -> str:
     """xxh3-128 of tokenizer.json's bytes: packed ids only mean something with this file."""
-    from .shards import file_digest
+    from pipeline.shards import file_digest
 
     return file_digest(path)
 
@@ -96,7 +96,7 @@ def byte_decoder() -> dict[str, int]:
 def byte_level_unsupported(tok) -> str | None:
     """Why `tok` is not a plain byte-level BPE (None when it is).
 
-    The fast encoders (dataprep/bpe.py, tiktoken) reproduce only that: no normalizer,
+    The fast encoders (algorithms/packing_fast.py, tiktoken) reproduce only that: no normalizer,
     a ByteLevel pre-tokenizer with GPT-2's regex and no prefix space, and a BPE model
     without dropout, subword prefixes/suffixes, byte fallback or ignore_merges."""
     import json

@@ -1,14 +1,14 @@
 """Executor selection: every parallel phase of every stage runs through datatrove.
 
 A phase is a function `fn(rank, world_size, **kwargs)` that does task `rank` (usually:
-read work unit `rank` of the input, write output shard `rank`; see dataprep.units).
+read work unit `rank` of the input, write output shard `rank`; see pipeline.units).
 `run_tasks` wraps it as a datatrove pipeline step and runs it with LocalPipelineExecutor
 (default), RayPipelineExecutor or SlurmPipelineExecutor, so the code a laptop runs is the
 code a cluster runs. Tasks are fixed by the data (units of at most --task-mb MB),
 workers only decide how many run at once, so the output never depends on --workers.
 datatrove's completion markers let a rerun skip the tasks a killed run had finished.
 
-Every task reports its documents, bytes, CPU time and peak memory (dataprep.progress);
+Every task reports its documents, bytes, CPU time and peak memory (pipeline.progress);
 the driver shows one progress bar and records each phase's core use. No orphans: a
 process forked by a stage (a pool worker, the pool's manager) exits within a second
 once its parent is gone, and a local task also watches the driver itself, so a driver
@@ -259,7 +259,7 @@ def _preload_in_forkserver(module: str) -> None:
     import multiprocess.forkserver as fs
 
     wanted = ["__main__", "datatrove.executor.local", "datatrove.pipeline.base",
-              "dataprep.executor", "dataprep.progress", module]
+              "pipeline.executors", "pipeline.progress", module]
     if fs._forkserver._forkserver_pid is None:     # only before it starts
         fs.set_forkserver_preload(wanted)
 
@@ -321,7 +321,7 @@ def run_tasks(fn: Callable, tasks: int, args: argparse.Namespace, logging_dir: P
               inline: bool = False, **kwargs) -> dict:
     """Run fn for ranks 0..tasks-1 through the chosen executor; skip tasks already done.
 
-    Returns the phase's resources (dataprep.progress.phase_resources): task CPU seconds,
+    Returns the phase's resources (pipeline.progress.phase_resources): task CPU seconds,
     core use and the largest worker's peak RSS. total_docs / total_bytes size the
     progress bar. inline: the phase is too small to pay for a worker pool (a second or
     so to start); on the local executor its tasks then run in this process, one after

@@ -1,5 +1,5 @@
 """The fastText model file (.bin / .ftz), read into numpy arrays: FastText::loadModel and
-the load() of each part, nothing compiled. dataprep.lid builds its kernels' tables from
+the load() of each part, nothing compiled. algorithms.langid_fast builds its kernels' tables from
 what this returns; clean.py's up-front model check uses it alone (milliseconds, and no
 numba import)."""
 

@@ -10,7 +10,7 @@ parquet footers) and --task-mb, never on --workers, so the output does not eithe
         ...
 
 Units are listed in corpus order (shard, then row): unit i's rows come before unit i+1's.
-Row groups are written at most ROW_GROUP_BYTES of text each (dataprep.shards), which
+Row groups are written at most ROW_GROUP_BYTES of text each (pipeline.shards), which
 is the finest cut a unit can make.
 """
 

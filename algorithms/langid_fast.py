@@ -5,7 +5,7 @@ clean.py identifies the language of every document with fastText's lid.176 model
 core). This module is an exact reimplementation of that one call -- fastText 0.9.2's
 supervised prediction, top-1 -- compiled with numba over the UTF-8 bytes of the text:
 
-    from dataprep.lid import FastLid
+    from algorithms.langid_fast import FastLid
     lid = FastLid.load(path)                 # .ftz or .bin; cached per process
     lang, prob = lid.predict(text)           # == fastText on text.replace("\\n", " ")
     langs, probs = lid.predict_many(texts)   # list of str, or a pyarrow string array
@@ -15,7 +15,7 @@ computes, as a Python float), for every text. What is reproduced, from the C++ s
 (src/fasttext.cc, dictionary.cc, loss.cc, quantmatrix.cc, productquantizer.cc,
 densematrix.cc, vector.cc) and checked against the compiled wheel's machine code:
 
-* the model file (read by dataprep.ftz): Args, Dictionary (words, labels, the
+* the model file (read by algorithms.langid_model): Args, Dictionary (words, labels, the
   pruned-bucket index of a quantized model), the input matrix (dense, or
   product-quantized with quantized norms) and the output matrix (dense, or quantized
   when qout);
@@ -83,7 +83,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from dataprep.ftz import EOS, LABEL_PREFIX, LOSS_HS, read_model
+from algorithms.langid_model import EOS, LABEL_PREFIX, LOSS_HS, read_model
 
 FNV_OFFSET = 2166136261
 FNV_PRIME = 16777619
@@ -749,7 +749,7 @@ def _arrow_bytes(arr) -> tuple[np.ndarray, np.ndarray]:
 
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         arr = arr.cast(pa.large_string())  # string_view, dictionary, ...
-    from .arrays import fill_empty
+    from pipeline.arrays import fill_empty
 
     arr = fill_empty(arr)
     _, offsets_buf, data_buf = arr.buffers()

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from .arrays import combine, to_numpy
+from pipeline.arrays import combine, to_numpy
 
 _TABLES: tuple[np.ndarray, np.ndarray] | None = None
 

@@ -1,6 +1,6 @@
 """Reading train.bin / val.bin for training (tutorial 5.2): random windows, y = x shifted by one.
 
-    from dataprep.loader import get_batch
+    from algorithms.loader import get_batch
     x, y = get_batch("train", batch_size=8, seq_len=1024)   # int64 arrays, shape (8, 1024)
 
 The files are flat uint16 token streams, read through np.memmap: the OS pages in only
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from . import layout
-from .errors import StageError
+from pipeline.errors import StageError
 
 DTYPE = np.uint16
 SPLITS = ("train", "val")
