@@ -75,8 +75,9 @@ import pyarrow.parquet as pq
 from pipeline import layout
 from pipeline.arrays import from_numpy, strings, to_numpy
 from pipeline.errors import StageError, run_stage
-from pipeline.executors import (add_executor_args, load_task_results, run_tasks, save_task_result,
-                               start_pool_early)
+from pipeline.executors import add_executor_args, run_tasks
+from pipeline.task_results import load_task_results, save_task_result
+from pipeline.local_pool import start_pool_early
 from pipeline.kept_store import cover_units, replace_dir, verified_parts, write_index
 from pipeline.kept_store import entry as kept_entry
 from pipeline.manifest import check_input

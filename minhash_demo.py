@@ -16,7 +16,7 @@ similarity go through the real signature code and the real band hashing of
 dedup_minhash.py, and we count how often some band collides. The S-curve is saved as
 a PNG with the dedup threshold (0.8) marked.
 
-There is no second MinHash here: everything is imported from dedup_minhash.py.
+There is no second MinHash here: everything is imported from algorithms/minhash.py.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 from pipeline import layout
 from pipeline.errors import StageError, run_stage
 from pipeline.tables import table
-from dedup_minhash import MinHasher, band_hashes, candidate_probability, similarity
+from algorithms.minhash import MinHasher, band_hashes, candidate_probability, similarity
 
 # Section 3.4's sentences, verbatim.
 A = "机器学习模型的训练过程需要大量的高质量语料数据来支撑最终的效果表现"

@@ -50,8 +50,9 @@ from pipeline import layout
 from pipeline.arrays import to_numpy
 from algorithms.packing_fast import BpeEncoder
 from pipeline.errors import StageError, run_stage
-from pipeline.executors import (add_executor_args, load_task_results, save_task_result,
-                               start_pool_early)
+from pipeline.executors import add_executor_args
+from pipeline.task_results import load_task_results, save_task_result
+from pipeline.local_pool import start_pool_early
 from pipeline.manifest import MANIFEST
 from pipeline.tables import human_bytes, markdown_table, save_report, table
 from pipeline.progress import task_progress

@@ -591,7 +591,7 @@ def similarity_chart(edges, counts, threshold: float) -> str:
 
 def s_curve_chart(bands: int, rows: int, threshold: float) -> tuple[str, float, float]:
     """P = 1-(1-s^r)^b with the threshold marked; returns (figure, P(threshold), s at P=0.5)."""
-    from dedup_minhash import candidate_probability  # imports numba: only when drawn
+    from algorithms.minhash import candidate_probability
 
     s = np.linspace(0, 1, 401)
     p = candidate_probability(s, bands, rows)

@@ -90,8 +90,9 @@ import pyarrow.parquet as pq
 from pipeline import layout
 from pipeline.arrays import fill_empty, from_numpy, strings, text_buffers, to_numpy
 from pipeline.errors import StageError, run_stage
-from pipeline.executors import (add_executor_args, load_task_results, save_task_result,
-                               start_pool_early)
+from pipeline.executors import add_executor_args
+from pipeline.task_results import load_task_results, save_task_result
+from pipeline.local_pool import start_pool_early
 from pipeline.manifest import MANIFEST, read_manifest, write_json
 from pipeline.progress import available_memory, peak_rss_mb
 from pipeline.tables import human_bytes, markdown_table, parse_size, pct, save_report, table

@@ -41,7 +41,8 @@ import xxhash
 from pipeline import layout
 from pipeline.arrays import strings
 from pipeline.errors import StageError, run_stage
-from pipeline.executors import add_executor_args, start_pool_early
+from pipeline.executors import add_executor_args
+from pipeline.local_pool import start_pool_early
 from pipeline.manifest import (MANIFEST, check_input, display_path, read_manifest, upstream_path,
                                write_json)
 from pipeline.tables import human_bytes, markdown_table, pct, table
@@ -258,7 +259,7 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    import dedup_minhash as dm
+    from algorithms import minhash
     from pipeline.progress import task_progress
     from pipeline.units import Unit, read_unit
 
@@ -266,7 +267,7 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
     for d in ("band", "train"):
         (w / d).mkdir(parents=True, exist_ok=True)
     val = set(Path(val_ids).read_text(encoding="utf-8").splitlines())
-    mh = dm.MinHasher(num_perm, ngram, seed)
+    mh = minhash.MinHasher(num_perm, ngram, seed)
     band = np.lib.format.open_memmap(w / "band" / f"{rank:05d}.tmp.npy", mode="w+",
                                      dtype=np.uint64, shape=(bands, unit.rows))
     train = np.zeros(unit.rows, bool)
@@ -274,7 +275,7 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
     for b in read_unit(unit, columns=["id", "text"], batch_rows=2048):
         ids, texts = [str(i) for i in b.column(0).to_pylist()], b.column(1).to_pylist()
         n = len(ids)
-        band[:, start:start + n] = dm.band_hashes(mh.signatures(texts), bands, rows)
+        band[:, start:start + n] = minhash.band_hashes(mh.signatures(texts), bands, rows)
         for k, (i, t) in enumerate(zip(ids, texts)):
             if t is None:
                 continue        # pack skipped it: in neither file
@@ -294,7 +295,7 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
     pq.write_table(pa.table({"id": strings([i for i, _ in vals]),
                              "text": strings([t for _, t in vals])}), w / f"val-{rank:05d}.parquet")
     pq.write_table(pa.table({"text": strings(sample)}), w / f"sample-{rank:05d}.parquet")
-    from pipeline.executors import save_task_result
+    from pipeline.task_results import save_task_result
     save_task_result(work, "scan", rank, {"docs": docs, "val": len(vals), "sample": len(sample)})
 
 
@@ -302,7 +303,8 @@ def scan_corpus(ctx: Context) -> dict:
     """Run the scan; the val documents' texts, the sample, and where the band hashes are."""
     import pyarrow.parquet as pq
 
-    from pipeline.executors import load_task_results, run_tasks
+    from pipeline.executors import run_tasks
+    from pipeline.task_results import load_task_results
     from pipeline.units import plan_units, unit_offsets
 
     units = plan_units(list_shards(ctx.input_dir), ctx.args.task_mb)
@@ -624,8 +626,8 @@ def check_val_overlap(ctx: Context) -> Item:
     (the scan's band hashes, all cores); the candidate pairs get their MinHash similarity,
     and an exact comparison of normalised texts. Identical normalised texts have identical
     signatures, so an exact copy is always a candidate: the exact check misses nothing."""
-    import dedup_minhash as dm
-    from dedup_exact import normalise  # the one normalisation (section 3.2)
+    from algorithms import minhash
+    from algorithms.exact_dedup import normalise  # the one normalisation (section 3.2)
     from pipeline.units import fetch_rows
 
     it = Item(8, "no validation document is in train")
@@ -636,15 +638,15 @@ def check_val_overlap(ctx: Context) -> Item:
         it.fail(f"{len(val)} val ids found in the input, manifest says {c['val']['docs']}",
                 "val_ids.txt and val.bin disagree; rerun pack_parallel.py")
     cfg = scan["minhash"]
-    hasher = dm.MinHasher(num_perm=cfg["num_perm"], ngram=cfg["ngram"], seed=cfg["seed"])
+    hasher = minhash.MinHasher(num_perm=cfg["num_perm"], ngram=cfg["ngram"], seed=cfg["seed"])
     vids = list(val)
     vsig = hasher.signatures([val[i] for i in vids])
-    cands = val_candidates(scan, dm.band_hashes(vsig, cfg["bands"], cfg["rows"]))
+    cands = val_candidates(scan, minhash.band_hashes(vsig, cfg["bands"], cfg["rows"]))
     exact, near, best = [], [], 0.0
     if cands:
         gidx = np.array([g for g, _ in cands])
         texts = fetch_rows(scan["units"], scan["offsets"], gidx, "text")
-        sims = dm.similarity(hasher.signatures(texts), vsig[[k for _, k in cands]])
+        sims = minhash.similarity(hasher.signatures(texts), vsig[[k for _, k in cands]])
         best = float(sims.max())
         for (g, k), t, sim in zip(cands, texts, sims):
             if sim >= 1.0 and normalise(t) == normalise(val[vids[k]]):

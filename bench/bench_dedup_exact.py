@@ -55,7 +55,7 @@ def reference(texts: list[str]) -> tuple[int, float]:
 
 def ours(texts: list[str]) -> tuple[int, object]:
     """Kept count, and the (n, 2) digest array (for the memory measurement)."""
-    from dedup_exact import digest, digests_to_array, first_occurrences
+    from algorithms.exact_dedup import digest, digests_to_array, first_occurrences
 
     hl = digests_to_array([digest(t) for t in texts])       # the per-shard hash task
     dup, _ = first_occurrences(hl[:, 0].copy(), hl[:, 1].copy())   # the driver's selection
@@ -69,7 +69,7 @@ def held_bytes_per_doc(hl, at_least: int = 2_000_000) -> tuple[float, int]:
     a few thousand documents the fixed per-chunk buffers would dominate the figure."""
     import numpy as np
 
-    from dedup_exact import first_occurrences
+    from algorithms.exact_dedup import first_occurrences
 
     reps = max(1, -(-at_least // max(1, len(hl))))
     hi = np.concatenate([hl[:, 0] ^ np.uint64(r) for r in range(reps)])

@@ -56,7 +56,7 @@ BLOCK_BYTES = 1_000_000
 
 
 def ours_fn():
-    from dedup_minhash import MinHasher
+    from algorithms.minhash import MinHasher
 
     mh = MinHasher(num_perm=128, ngram=5)
     # compile or load the cache outside timing, also of the path for a capital sigma
@@ -71,7 +71,7 @@ def ours_fn():
 def datasketch_fn():
     from datasketch import MinHash
 
-    from dedup_exact import normalise
+    from algorithms.exact_dedup import normalise
 
     def sign(texts):
         for t in texts:
@@ -187,7 +187,7 @@ def kernel_uses_avx512() -> bool:
     import numpy as np
     from numba import njit
 
-    from dedup_minhash import _min_hashes
+    from algorithms.minhash_fast import _min_hashes
 
     fresh = njit(_min_hashes.py_func)
     u32 = np.zeros(16, np.uint32)

@@ -16,11 +16,20 @@ class StageError(Exception):
 
 
 def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None = None) -> None:
-    """Run a stage's main(); print StageError as one line and exit non-zero."""
+    """Run a stage's main(); print StageError, and a write that failed for lack of space
+    or permission, as one line and exit non-zero."""
     try:
         rc = main(argv)
     except StageError as e:
         print(f"error: {e}", file=sys.stderr)
+        _exit(2)
+    except OSError as e:
+        from .disk import write_error_line
+
+        line = write_error_line(e)
+        if line is None:
+            raise
+        print(f"error: {line}", file=sys.stderr)
         _exit(2)
     except KeyboardInterrupt:
         print("interrupted: partial work is kept for resume; the previous output is untouched",

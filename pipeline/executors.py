@@ -9,21 +9,18 @@ workers only decide how many run at once, so the output never depends on --worke
 datatrove's completion markers let a rerun skip the tasks a killed run had finished.
 
 Every task reports its documents, bytes, CPU time and peak memory (pipeline.progress);
-the driver shows one progress bar and records each phase's core use. No orphans: a
-process forked by a stage (a pool worker, the pool's manager) exits within a second
-once its parent is gone, and a local task also watches the driver itself, so a driver
-killed by SIGKILL or the OOM killer does not leave workers holding memory.
+the driver shows one progress bar and records each phase's core use. Beside this module:
+the local executor's kept pool (pipeline.local_pool), the watch that leaves no orphan
+process (pipeline.orphans) and the tasks' result files (pipeline.task_results).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -31,6 +28,8 @@ from typing import Callable
 from . import progress as prog
 from .errors import StageError
 from .layout import default_workers
+from .local_pool import _local_executor_cls, _preload_in_forkserver, _quiet
+from .orphans import watch_process
 from .units import DEFAULT_TASK_MB
 
 
@@ -93,175 +92,6 @@ class ShardTask:
             prog.end_task()
         return None
 
-
-# --------------------------------------------------------------------------------------
-# No orphans: a forked process exits when its parent (or the driver) is gone.
-# --------------------------------------------------------------------------------------
-
-WATCH_EVERY = 0.5  # seconds
-
-
-def _start_time(pid: int) -> str | None:
-    """The kernel's start time of a live process (None when it is gone or a zombie), so
-    that a recycled pid is not mistaken for the process we watch."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return None if fields[0] in (b"Z", b"X") else fields[19].decode()
-
-
-def _alive(pid: int, started: str | None) -> bool:
-    if os.path.isdir("/proc"):
-        return _start_time(pid) == started if started else _start_time(pid) is not None
-    try:  # pragma: no cover - no /proc (macOS): the pid alone
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
-_WATCHED: set[int] = set()
-
-
-def watch_process(pid: int, parent: bool = False) -> None:
-    """Exit this process (at once, status 1) within WATCH_EVERY seconds of `pid` dying.
-
-    With parent=True, also exit when this process is re-parented (its parent died)."""
-    if pid in _WATCHED:
-        return
-    _WATCHED.add(pid)
-    started = _start_time(pid) if os.path.isdir("/proc") else None
-
-    def watch():
-        while True:
-            time.sleep(WATCH_EVERY)
-            if (parent and os.getppid() != pid) or not _alive(pid, started):
-                os._exit(1)
-
-    threading.Thread(target=watch, name=f"watch-{pid}", daemon=True).start()
-
-
-def _watch_parent_after_fork() -> None:
-    _WATCHED.clear()  # the parent's watches do not hold in the child
-    watch_process(os.getppid(), parent=True)
-
-
-# Every process forked by a stage's processes (the pool's workers, its manager) watches
-# its parent. Forks come only from multiprocessing here; subprocess does not run these.
-os.register_at_fork(after_in_child=_watch_parent_after_fork)
-
-
-def _quiet(verbose: bool) -> None:
-    if not verbose:
-        from loguru import logger
-        logger.disable("datatrove")
-
-
-# One pool of workers per stage process, reused by every phase: a stage's second and
-# later phases then start no process at all.
-_POOL: dict = {}
-
-
-def _stage_pool(workers: int, start_method: str):
-    """The stage's pool of `workers` processes, created on first use and kept."""
-    import multiprocess
-
-    if _POOL.get("workers") != workers:
-        close_pool()
-        _POOL.update(workers=workers, pool=multiprocess.get_context(start_method).Pool(workers))
-    return _POOL["pool"]
-
-
-def close_pool() -> None:
-    """Stop the stage's pool (also done when the process exits)."""
-    if _POOL.get("pool") is not None:
-        _POOL["pool"].close()
-        _POOL["pool"].join()
-    _POOL.clear()
-
-
-def _fast_sysconfig_paths() -> None:
-    """datatrove adds a loguru log file per task, and loguru recomputes the standard
-    library's install paths (hundreds of sysconfig.get_path calls, ~25 ms) for each one;
-    the answer never changes within a process, so it is computed once."""
-    import functools
-    import sysconfig
-
-    if not hasattr(sysconfig.get_path, "cache_info"):
-        sysconfig.get_path = functools.lru_cache(maxsize=None)(sysconfig.get_path)
-
-
-def _local_executor_cls():
-    from datatrove.executor import LocalPipelineExecutor
-    from datatrove.utils.stats import PipelineStats
-
-    class QuietLocalExecutor(LocalPipelineExecutor):
-        """datatrove's local executor, with the pool kept across a stage's phases.
-
-        run() is datatrove 0.10's LocalPipelineExecutor.run() with two changes: the pool
-        comes from _stage_pool instead of being started (and stopped) for every phase,
-        and no manager process hands out local ranks (datatrove uses them only to choose
-        which task logs to the console, and ours are quiet). Each task is datatrove's own
-        _run_for_rank: its completion marker, log file and stats."""
-        verbose = False
-
-        def _run_for_rank(self, rank, local_rank=0, node_rank=-1):
-            _quiet(self.verbose)
-            _fast_sysconfig_paths()
-            return super()._run_for_rank(rank, local_rank, node_rank)
-
-        def run(self):
-            if self.workers == 1:   # in this process, one task after another: datatrove's
-                return super().run()
-            self._launched = True
-            ranks = range(self.local_rank_offset, self.local_rank_offset + self.local_tasks)
-            if all(map(self.is_rank_completed, ranks)):
-                return None
-            self.save_executor_as_json()
-            pool = _stage_pool(self.workers, self.start_method)
-            stats = list(pool.imap_unordered(self._run_for_rank, self.get_incomplete_ranks(ranks)))
-            stats = sum(stats, start=PipelineStats())
-            with self.logging_dir.open("stats.json", "wt") as f:
-                stats.save_to_disk(f)
-            return stats
-
-    return QuietLocalExecutor
-
-
-def start_pool_early(args: argparse.Namespace) -> None:
-    """Start the stage's worker pool now, right after the arguments are read (local
-    executor, two workers or more): the workers are forked from this process while it
-    holds only its imports and no thread, so they start in milliseconds with every module
-    already loaded, instead of each phase's first tasks waiting for a fork server to
-    import the stage. Later phases reuse the same workers."""
-    if getattr(args, "executor", "local") != "local" or int(getattr(args, "workers", 1) or 1) < 2:
-        return
-    # what every task needs, imported once here rather than in each worker
-    for name in ("datatrove.executor.local", "datatrove.pipeline.base", "datatrove.utils.logging"):
-        importlib.import_module(name)
-    main = sys.modules.get("__main__")
-    stem = Path(getattr(main, "__file__", "") or "").stem
-    if stem and importlib.util.find_spec(stem) is not None:
-        importlib.import_module(stem)   # tasks name their function by this module
-    _stage_pool(int(args.workers), "fork")
-
-
-def _preload_in_forkserver(module: str) -> None:
-    """Have the pool's fork server import what every task needs before it forks workers.
-
-    Each phase starts a new pool; its workers are forked from one fork server per stage.
-    Without this, every worker of every phase imports datatrove, loguru, the stage and
-    its libraries again (about half a second each), which is most of a small phase."""
-    import multiprocess.forkserver as fs
-
-    wanted = ["__main__", "datatrove.executor.local", "datatrove.pipeline.base",
-              "pipeline.executors", "pipeline.progress", module]
-    if fs._forkserver._forkserver_pid is None:     # only before it starts
-        fs.set_forkserver_preload(wanted)
 
 
 def build_executor(step: ShardTask, tasks: int, args: argparse.Namespace, logging_dir: Path,
@@ -364,8 +194,6 @@ def _completed(logging_dir: Path) -> int:
 def _wait_for_slurm(ex, logging_dir: Path, tasks: int, name: str, poll: float = 10.0) -> None:
     """sbatch returns at once: wait until every task has marked itself complete, or the
     job has left the queue (then the missing tasks failed)."""
-    import time
-
     job = getattr(ex, "job_id", None)
     while _completed(logging_dir) < tasks:
         if job in (None, -1):
@@ -379,28 +207,3 @@ def _wait_for_slurm(ex, logging_dir: Path, tasks: int, name: str, poll: float = 
             return  # the caller reports the missing tasks
         time.sleep(poll)
 
-
-RESULTS_DIR = "_results"  # in the staging folder; StageRun.commit does not publish it
-
-
-def save_task_result(folder: str | os.PathLike, phase: str, rank: int, result: dict) -> None:
-    """A task's counts, written atomically, for the driver to merge after the phase."""
-    from .manifest import write_json
-
-    d = Path(folder) / RESULTS_DIR / phase
-    d.mkdir(parents=True, exist_ok=True)
-    write_json(d / f"{rank:05d}.json", result, indent=None)
-
-
-def load_task_results(folder: str | os.PathLike, phase: str, tasks: int) -> list[dict]:
-    """The results of tasks 0..tasks-1 of a phase, in rank order."""
-    import json
-
-    d = Path(folder) / RESULTS_DIR / phase
-    out = []
-    for r in range(tasks):
-        p = d / f"{r:05d}.json"
-        if not p.exists():
-            raise StageError(f"{phase}: task {r} left no result in {d}; rerun to resume")
-        out.append(json.loads(p.read_text(encoding="utf-8")))
-    return out

@@ -110,6 +110,38 @@ def cover_units(folder: str | os.PathLike, depends_on: dict, units: list, label:
     return cover, f"{label} in {display_path(folder)}: cover {n} of {len(units)} tasks"
 
 
+def side_store(output: str | os.PathLike, kind: str) -> Path:
+    """What a sweep measured when no run had kept it: beside the output, hidden, with the
+    same folders as the output's kept stores (`data/.cleaned.signals/signals/`,
+    `data/.dedup.signatures/signatures/`, ...)."""
+    output = Path(output)
+    return output.parent / f".{output.name}.{kind}"
+
+
+def sources(output: str | os.PathLike, kind: str, stores: dict[str, tuple[dict, bool]],
+            units: list, labels: dict[str, str] | None = None
+            ) -> tuple[dict[str, list[list[list[dict]]]], list[str]]:
+    """Where each unit's kept measurements are: for every store name (a folder in the
+    output, and the same folder in the side store `kind`), the pieces that cover each
+    unit, the output's first. stores: name -> (what it depends on, whole files only).
+    Returns ({name: [per unit: [pieces of each store that covers it]]}, one line per store
+    on whether it is used)."""
+    out: dict[str, list[list[list[dict]]]] = {name: [[] for _ in units] for name in stores}
+    notes = []
+    for where in (Path(output), side_store(output, kind)):
+        for name, (deps, whole_only) in stores.items():
+            label = (labels or {}).get(name, name)
+            cover, line = cover_units(where / name, deps, units,
+                                      f"kept {label}" if where == Path(output)
+                                      else f"{label} measured by a sweep", whole_only)
+            if line:
+                notes.append(line)
+            for per_unit, pieces in zip(out[name], cover):
+                if pieces is not None:
+                    per_unit.append(pieces)
+    return out, notes
+
+
 def verified_parts(pieces: list[dict], notes: list[str]) -> list[tuple[dict, bytes]] | None:
     """(piece, bytes) for every piece when all pass their digest check; otherwise None,
     with a note naming the first file that failed."""

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import xxhash
 
+from .disk import expect, forget
 from .errors import StageError
-from .executors import RESULTS_DIR, run_tasks
+from .executors import run_tasks
 from .progress import cpu_seconds, current_rss_mb, peak_rss_mb
 from .layout import STAGES
 from .manifest import (MANIFEST, VERSION, check_input, display_path, fingerprint,
@@ -48,7 +49,7 @@ class StageRun:
                  input_manifest: str | os.PathLike | None = None,
                  extra_inputs: dict[str, str | os.PathLike] | None = None,
                  manifest_name: str = MANIFEST, files_into: bool = False,
-                 reuse_current: bool = False):
+                 reuse_current: bool = False, space=None):
         self.stage = stage
         self.script = STAGES[stage][0] if stage in STAGES else f"{stage}.py"
         self.output = Path(output)
@@ -76,6 +77,8 @@ class StageRun:
         self.current = self.current_output() if reuse_current else None
         self.resumed = False
         if self.current is None:
+            # space(): the bytes this run writes; warn now if they are not free (pipeline.disk)
+            expect(self.staging, self.output, space() if space else None)
             self._prepare()
 
     def current_output(self) -> dict | None:
@@ -216,6 +219,7 @@ class StageRun:
             self._commit_dir()
         note_stale_downstream(self.output / self.manifest_name, manifest["output_fingerprint"])
         print(resources_line(manifest["resources"], self.timings))
+        forget()
         return manifest
 
     def _keep_logs(self) -> None:
@@ -229,8 +233,11 @@ class StageRun:
 
     def _commit_dir(self) -> None:
         self._keep_logs()
-        # the tasks' results served the merge and a resume; they are not output
-        shutil.rmtree(self.staging / RESULTS_DIR, ignore_errors=True)
+        # the tasks' results and work files (_results, _work, ...) served the merge and a
+        # resume; they are not output
+        for p in self.staging.iterdir():
+            if p.name.startswith("_") and p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
         old = self._old()
         if old.exists():
             shutil.rmtree(old)

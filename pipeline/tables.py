@@ -58,6 +58,12 @@ def _numeric(s: str) -> bool:
         return False
 
 
+def snippet(text: str | None, n: int = 160) -> str:
+    """A document's text on one line, whitespace collapsed, cut to n characters."""
+    t = " ".join((text or "").split())
+    return t if len(t) <= n else t[:n] + "..."
+
+
 def pct(n: int, total: int) -> str:
     return f"{(100.0 * n / total) if total else 0.0:.2f}%"
 

@@ -184,6 +184,16 @@ def locate(offsets: np.ndarray, gidx) -> tuple[np.ndarray, np.ndarray]:
     return unit, gidx - offsets[unit]
 
 
+def shard_rows_of(units: list[Unit], offsets: np.ndarray, gidx) -> tuple[pa.Array, np.ndarray]:
+    """Global indices -> (input shard file name, as an Arrow string array; row within
+    that shard), for reports that point at a document in the input."""
+    from .arrays import strings
+
+    u, r = locate(offsets, gidx)
+    names = strings([Path(x.shard).name for x in units]).take(from_numpy(u, pa.int64()))
+    return names, np.array([x.row_start for x in units], np.int64)[u] + r
+
+
 def fetch_column(units: list[Unit], offsets: np.ndarray, gidx, column: str) -> pa.ChunkedArray:
     """The values of `column` at the given global indices, in their order, as Arrow
     (no Python object per value), reading only the row groups that hold them: each

@@ -11,7 +11,8 @@ import pytest
 
 from conftest import SAMPLE, run_script
 
-import dedup_exact as de
+from algorithms import exact_dedup as de
+from pipeline.errors import StageError
 from pipeline.tables import parse_size
 from pipeline.shards import list_shards
 from pipeline.units import plan_units
@@ -80,7 +81,7 @@ def test_parse_size():
     assert parse_size("512mb", "--memory-budget") == 512 * 10**6
     assert parse_size("1GiB", "--memory-budget") == 2**30
     for bad in ("lots", "0", "-1GB", "5XB"):
-        with pytest.raises(de.StageError, match="--memory-budget"):
+        with pytest.raises(StageError, match="--memory-budget"):
             parse_size(bad, "--memory-budget")
 
 

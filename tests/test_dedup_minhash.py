@@ -13,8 +13,9 @@ import pytest
 
 from conftest import SAMPLE, run_script
 
-import dedup_minhash as dm
-from dedup_exact import normalise
+from algorithms import minhash as dm
+from algorithms import minhash_fast as fast
+from algorithms.exact_dedup import normalise
 
 
 # --------------------------------------------------------------------------------------
@@ -79,7 +80,7 @@ def test_texts_shorter_than_a_shingle_still_get_a_signature():
     mh = dm.MinHasher()
     sig, lens = mh.signatures_and_lengths(["ab", "AB  ", "abc", "", None, "hello world"])
     assert list(lens) == [2, 2, 3, 0, 0, 11]
-    assert (sig != dm.EMPTY).all()                 # every text hashed, none skipped
+    assert (sig != fast.EMPTY).all()                 # every text hashed, none skipped
     assert (sig[0] == sig[1]).all()                # "AB  " normalises to "ab"
     assert not (sig[0] == sig[2]).all()
     assert (sig[3] == sig[4]).all()                # empty and null are the same empty text
@@ -91,10 +92,10 @@ def test_normalised_pieces_join_to_normalise(size):
     alphabet = ["a", "B", "ç", "中", "İ", " ", "\n", "\t", "\u3000", "  ", "\x1c"]
     for _ in range(300):
         t = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 80)))
-        assert "".join(dm.normalised_pieces(t, size)) == normalise(t), repr(t)
+        assert "".join(fast.normalised_pieces(t, size)) == normalise(t), repr(t)
     # Greek final sigma depends on the next character: cuts at whitespace keep it right
     greek = " ".join(rng.choice(["ΟΔΟΣ", "ΣΟΦΟΣ", "ΚΟΣΜΟΣ", "Σ"]) for _ in range(200))
-    assert "".join(dm.normalised_pieces(greek, max(size, 7))) == normalise(greek)
+    assert "".join(fast.normalised_pieces(greek, max(size, 7))) == normalise(greek)
 
 
 def _peak(fn):
@@ -110,12 +111,12 @@ def test_multi_megabyte_text_in_pieces_equals_whole_text_and_bounded_memory():
     rng = random.Random(1)
     words = ["Data", "engineering", "中文", "语料", "dedup", "MinHash", "shingle", "band"]
     text = " ".join(rng.choice(words) + ("\n" if rng.random() < 0.1 else "") for _ in range(450_000))
-    assert len(text) > 2_500_000 > 8 * dm.LONG_TEXT
+    assert len(text) > 2_500_000 > 8 * fast.LONG_TEXT
     mh = dm.MinHasher()
     # the whole normalised text through the kernel at once ...
-    cp, off = dm._code_points([normalise(text)])
+    cp, off = fast._code_points([normalise(text)])
     whole = mh.empty(1)
-    dm._sig_texts(cp, off, mh.n, mh.a, mh.b, whole)
+    fast._sig_texts(cp, off, mh.n, mh.a, mh.b, whole)
     del cp
     # ... equals the piecewise path the stage takes for long texts
     (sig, lens), peak = _peak(lambda: mh.signatures_and_lengths([text]))
@@ -124,7 +125,7 @@ def test_multi_megabyte_text_in_pieces_equals_whole_text_and_bounded_memory():
     # memory is bounded by the piece size, not the text: twice the text, same peak
     double = text + " " + text
     _, peak2 = _peak(lambda: mh.signatures_and_lengths([double]))
-    assert peak < 64 * dm.LONG_TEXT, peak
+    assert peak < 64 * fast.LONG_TEXT, peak
     assert peak2 < 1.2 * peak + 2**20, (peak, peak2)
 
 
@@ -320,3 +321,56 @@ def test_bench_smoke():
     for r in rows:
         assert {"name", "mb_per_s_per_core", "ratio", "target", "ok"} <= set(r)
         assert r["mb_per_s_per_core"] > 0
+
+
+# -- the readable version (algorithms/minhash.py, first part) against the compiled path --
+
+def _sample_texts(n: int, chars: int) -> list[str]:
+    import pyarrow.parquet as pq
+    from conftest import SAMPLE
+
+    texts = pq.read_table(SAMPLE, columns=["text"]).column("text").to_pylist()[:n]
+    return [t[:chars] for t in texts] + ["", "abc", "ΟΔΟΣ  ΟΔΟΣ", "   \t\n  ", "机器学习模型的训练"]
+
+
+def test_readable_signature_and_bands_equal_the_compiled_ones():
+    texts = _sample_texts(40, 1500)
+    mh = dm.MinHasher(num_perm=16, ngram=5, seed=3)
+    a, b = [int(x) for x in mh.a], [int(x) for x in mh.b]
+    fast_sigs = mh.signatures(texts)
+    slow_sigs = [dm.signature(t, a, b, 5) for t in texts]
+    assert fast_sigs.tolist() == slow_sigs
+    bands = dm.band_hashes(fast_sigs, 4, 4)
+    assert all(int(bands[j, d]) == dm.band_hash(slow_sigs[d], j, 4)
+               for d in range(len(texts)) for j in range(4))
+
+
+def test_readable_near_duplicates_equal_the_compiled_clusters():
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    base = _sample_texts(30, 800)[:30]
+    texts = []
+    for t in base:   # each text, and some copies with a few characters changed
+        texts.append(t)
+        for _ in range(int(rng.integers(0, 3))):
+            chars = list(t)
+            for i in rng.integers(0, max(1, len(chars)), 3):
+                if chars:
+                    chars[i] = "x"
+            texts.append("".join(chars))
+    mh = dm.MinHasher(num_perm=32, ngram=5, seed=1)
+    a, b = [int(x) for x in mh.a], [int(x) for x in mh.b]
+    want = dm.near_duplicates(texts, a, b, bands=8, rows=4, threshold=0.7)
+    sigs = mh.signatures(texts)
+    bands = dm.band_hashes(sigs, 8, 4)
+    pairs = dm.unique_pairs([dm.bucket_pairs(bands[j]) for j in range(8)], len(texts))
+
+    class Sigs:
+        def get(self, rows):
+            return sigs[np.asarray(rows, np.int64)]
+
+    _, ok, _ = dm.verify(pairs, Sigs(), 0.7, 32)
+    root, removed, _ = dm.clusters(len(texts), pairs, ok)
+    assert len(removed) > 5                      # the planted copies were found
+    assert root.tolist() == want

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import run_script
 
-import dedup_minhash
+from algorithms import minhash as dedup_minhash
 import minhash_demo as demo
 
 # Section 3.5's table as printed in the tutorial: s, then (b=8,r=16), (16,8), (32,4).

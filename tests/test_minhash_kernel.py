@@ -14,8 +14,9 @@ import pytest
 
 from conftest import ROOT
 
-import dedup_minhash as dm
-from dedup_exact import normalise
+from algorithms import minhash as dm
+from algorithms import minhash_fast as fast
+from algorithms.exact_dedup import normalise
 
 U64 = np.uint64
 FNV_OFFSET, FNV_PRIME = U64(0xCBF29CE484222325), U64(0x100000001B3)
@@ -122,7 +123,7 @@ def test_long_text_equals_the_reference():
     rng = random.Random(5)
     words = ["Data", "engineering", "中文", "ΣΟΦΟΣ", "MinHash", "😀", "shingle", "x"]
     text = " \n".join(rng.choice(words) + str(rng.randrange(10**4)) for _ in range(30_000))
-    assert len(text) > dm.LONG_TEXT
+    assert len(text) > fast.LONG_TEXT
     mh = dm.MinHasher()
     assert_matches_reference(mh, [text, "short", text.upper()])
 
@@ -130,16 +131,16 @@ def test_long_text_equals_the_reference():
 def test_many_distinct_shingles_and_the_seen_table_limit():
     """More distinct shingles than the seen-table holds, and a text that repeats them."""
     rng = random.Random(9)
-    text = "".join(chr(rng.randrange(0x4E00, 0x9FFF)) for _ in range(3 * dm.SEEN_SLOTS))
+    text = "".join(chr(rng.randrange(0x4E00, 0x9FFF)) for _ in range(3 * fast.SEEN_SLOTS))
     assert_matches_reference(dm.MinHasher(), [text, text + text[::-1] + text])
 
 
 def test_keep_unseen_drops_repeats_only():
     hs = np.array([5, 9, 5, 0, 0, 7, 9, 5, 2**32 - 1, 2**32 - 1], dtype=np.uint64)
     seen = np.full(64, 123, np.uint32)
-    mask = dm._clear_seen(seen, len(hs))
+    mask = fast._clear_seen(seen, len(hs))
     xs = np.zeros(len(hs), np.uint32)
-    kept = dm._keep_unseen(hs, len(hs), seen, mask, xs, 0)
+    kept = fast._keep_unseen(hs, len(hs), seen, mask, xs, 0)
     assert set(xs[:kept].tolist()) == set(hs.tolist())
     assert sorted(xs[:kept].tolist()) == [0, 0, 5, 7, 9, 2**32 - 1]   # 0 marks an empty slot
 
@@ -155,7 +156,7 @@ def test_hashed_sets_equal_the_reference():
 
 
 def test_char_map_is_normalise_one_character_at_a_time():
-    cmap = dm._char_map()
+    cmap = fast._char_map()
     rng = random.Random(1)
     sample = list(range(0x3000)) + rng.sample(range(0x3000, 0x110000), 20_000)
     for c in sample:
@@ -164,7 +165,7 @@ def test_char_map_is_normalise_one_character_at_a_time():
             continue
         if ch.isspace():
             assert cmap[c] == 32, hex(c)
-        elif cmap[c] != dm.SPECIAL:
+        elif cmap[c] != fast.SPECIAL:
             assert chr(cmap[c]) == ch.lower() != " ", hex(c)
         else:
             assert c == 0x3A3 or len(ch.lower()) != 1, hex(c)
@@ -179,10 +180,11 @@ import json, sys
 import numpy as np
 from numba import njit
 sys.path.insert(0, {root!r})
-import dedup_minhash as dm
+from algorithms import minhash as dm
+from algorithms import minhash_fast as fast
 sys.path.insert(0, {tests!r})
 from test_minhash_kernel import VARIED, random_texts
-fresh = njit(dm._min_hashes.py_func)       # cached code cannot be inspected
+fresh = njit(fast._min_hashes.py_func)       # cached code cannot be inspected
 u32 = np.zeros(16, np.uint32)
 fresh(u32, 16, u32, u32, np.zeros(16, np.uint64), u32.copy())
 sig = dm.MinHasher(num_perm=32).signatures(VARIED + random_texts(7, 60))

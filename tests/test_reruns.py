@@ -234,7 +234,7 @@ def test_sweep_without_signals_measures_them_for_the_next_run(sample_layout, tmp
     shutil.copytree(sample_layout, d)
     cp = _clean(d / "raw", d / "cleaned", "--sweep", "max_dup_lines=0.2,0.3")
     assert not (d / "cleaned" / "manifest.json").exists()
-    assert (d / ".cleaned.signals" / "index.json").exists()
+    assert (d / ".cleaned.signals" / "signals" / "index.json").exists()
     assert "sweep max_dup_lines" in cp.stdout
     _clean(d / "raw", d / "cleaned")
     s = json.loads((d / "cleaned" / "manifest.json").read_text())["signals"]

@@ -1,0 +1,361 @@
+"""The compiled fast path of algorithms/minhash.py: numba kernels for MinHash signatures
+(normalising the text, hashing its shingles, taking the k minima), band hashes, and LSH
+buckets by sorting.
+
+Each kernel computes exactly what the readable code of algorithms/minhash.py computes in
+plain Python (tested equal): shingle hashes are 64-bit FNV-1a over the shingle's code
+points, finished with MurmurHash3's fmix64 and cut to 32 bits; the k hash functions are
+h_i(x) = ((a_i * x + b_i) mod 2^64) >> 32, computed exactly in 32-bit SIMD lanes that
+AVX2 has (see _min_hashes), once per distinct shingle of a text (a repeat cannot change
+a minimum). The kernels are compiled on first use and cached on disk: importing numba
+takes 0.2 s, more than a rerun that reuses every signature spends on its own work.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+
+LONG_TEXT = 1 << 18          # characters; longer texts are normalised and hashed in pieces
+EMPTY = np.uint32(0xFFFFFFFF)
+
+class _Kernel:
+    """A kernel numba has not compiled yet. Its first call compiles every kernel of this
+    module (compile_kernels), then runs the compiled one. `py_func` is the Python code."""
+
+    def __init__(self, fn, options: dict):
+        self.py_func, self.options = fn, options
+
+    def __call__(self, *args):
+        compile_kernels()
+        return globals()[self.py_func.__name__](*args)
+
+
+def kernel(**options):
+    """@kernel(...) is @numba.njit(...), applied on first use: importing numba takes 0.2 s,
+    more than a rerun that reuses every signature spends on its own work."""
+    return lambda fn: _Kernel(fn, options)
+
+
+def compile_kernels() -> None:
+    """Replace each kernel of this module by numba's compiled version (cached on disk).
+    All at once, because a kernel calls others by their global names."""
+    g = globals()
+    lazy = [name for name, value in g.items() if isinstance(value, _Kernel)]
+    if lazy:
+        from numba import njit
+
+        for name in lazy:
+            g[name] = njit(**g[name].options)(g[name].py_func)
+
+
+BLOCK = 512                  # shingles hashed together; the k functions run on 1-2 blocks
+SEEN_SLOTS = 1 << 14         # the table of a text's shingle hashes seen so far: at most 64 KB
+SPECIAL = np.uint32(0xFFFFFFFF)   # in _char_map: a character left to normalise()
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_PRIME = np.uint64(0x100000001B3)
+LOW32 = np.uint64(0xFFFFFFFF)
+SHIFT32 = np.uint64(32)
+
+
+@kernel(cache=True, inline="always")
+def _fmix64(h):
+    """MurmurHash3's finaliser: spreads every input bit over all 64 output bits."""
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    h ^= h >> np.uint64(33)
+    return h
+
+
+@kernel(cache=True, inline="always")
+def _shingle_hash(cp, start, stop):
+    """32-bit hash of the code points cp[start:stop] (FNV-1a style, then fmix64)."""
+    h = FNV_OFFSET
+    for q in range(start, stop):
+        h = (h ^ np.uint64(cp[q])) * FNV_PRIME
+    h ^= np.uint64(stop - start)
+    return _fmix64(h) >> SHIFT32
+
+
+@kernel(cache=True)
+def _hash_shingles(cp, start, count, n, hs):
+    """hs[j] = _shingle_hash(cp, start + j, start + j + n) for j < count, computed one
+    character position at a time for all count shingles: independent multiplies that
+    pipeline, instead of one shingle's chain of n dependent ones."""
+    for j in range(count):
+        hs[j] = FNV_OFFSET
+    for q in range(n):
+        for j in range(count):
+            hs[j] = (hs[j] ^ np.uint64(cp[start + j + q])) * FNV_PRIME
+    for j in range(count):
+        hs[j] = _fmix64(hs[j] ^ np.uint64(n)) >> SHIFT32
+
+
+@kernel(cache=True)
+def _split_multipliers(a):
+    """a_i = a_hi * 2^32 + a_lo -> the uint32 arrays (a_lo, a_hi)."""
+    a_lo = np.empty(a.shape[0], np.uint32)
+    a_hi = np.empty(a.shape[0], np.uint32)
+    for i in range(a.shape[0]):
+        a_lo[i] = np.uint32(a[i] & LOW32)
+        a_hi[i] = np.uint32(a[i] >> SHIFT32)
+    return a_lo, a_hi
+
+
+@kernel(cache=True)
+def _min_hashes(xs, count, a_lo, a_hi, b, acc):
+    """acc[i] = min(acc[i], h_i(x)) over x in xs[:count], h_i(x) = ((a_i*x + b_i) mod 2^64) >> 32.
+
+    For x < 2^32 and a_i = a_hi * 2^32 + a_lo, exactly:
+        h_i(x) = (((a_lo*x + b_i) mod 2^64) >> 32  +  a_hi*x) mod 2^32,
+    since a_hi*x*2^32 only adds to bits 32..63. That is one 32x32->64 multiply
+    (vpmuludq), one 64-bit add and one 32-bit multiply, add and min (vpmulld, vpaddd,
+    vpminud): all of them AVX2 instructions, where the uint64 formula needs the
+    AVX-512-only vpmullq and vpminuq. The loop over x is the vectorised one.
+    """
+    for i in range(a_lo.shape[0]):
+        lo, hi, add = np.uint64(a_lo[i]), a_hi[i], b[i]
+        m = acc[i]
+        for j in range(count):
+            x = xs[j]
+            v = np.uint32(np.uint32((lo * np.uint64(x) + add) >> SHIFT32) + np.uint32(hi * x))
+            m = min(m, v)
+        acc[i] = m
+
+
+@kernel(cache=True)
+def _clear_seen(seen, shingles):
+    """Empty the first slots of the seen-table, about 4 per shingle; returns the slot mask."""
+    size = 64
+    while size < 4 * shingles and size < seen.shape[0]:
+        size *= 2
+    seen[:size] = 0
+    return np.uint32(size - 1)
+
+
+@kernel(cache=True)
+def _keep_unseen(hs, count, seen, mask, xs, kept):
+    """Append to xs[kept:] the hashes of hs[:count] not seen before in this text; returns
+    the new kept. The table is direct-mapped and lossy: a collision only lets a repeated
+    hash through again, which cannot change a minimum (slot value 0 = empty)."""
+    for j in range(count):
+        x = np.uint32(hs[j])
+        slot = x & mask
+        old = seen[slot]
+        seen[slot] = x
+        xs[kept] = x
+        kept += (old != x) | (x == 0)
+    return kept
+
+
+@kernel(cache=True)
+def _sign_text(cp, start, stop, n, a_lo, a_hi, b, acc, hs, xs, seen):
+    """acc = min(acc, MinHash of the normalised code points cp[start:stop]).
+
+    A text shorter than n characters is a single shingle: the whole text. Otherwise its
+    shingles are hashed BLOCK at a time, repeats dropped, and the k functions applied to
+    the distinct hashes collected so far (xs holds 2 * BLOCK)."""
+    if stop - start < n:
+        xs[0] = np.uint32(_shingle_hash(cp, start, stop))
+        _min_hashes(xs, 1, a_lo, a_hi, b, acc)
+        return
+    end = stop - n + 1
+    mask = _clear_seen(seen, end - start)
+    kept = 0
+    for p in range(start, end, BLOCK):
+        count = min(BLOCK, end - p)
+        _hash_shingles(cp, p, count, n, hs)
+        kept = _keep_unseen(hs, count, seen, mask, xs, kept)
+        if kept > BLOCK:
+            _min_hashes(xs, kept, a_lo, a_hi, b, acc)
+            kept = 0
+    _min_hashes(xs, kept, a_lo, a_hi, b, acc)
+
+
+@kernel(cache=True)
+def _normalise_into(cp, start, stop, char_map, buf):
+    """buf[:m] = normalise(text) for the code points cp[start:stop]; returns m, or -1 if
+    the text holds a character _char_map cannot lower alone (then normalise() must).
+
+    Branch-free: every whitespace character maps to a space, and a space is written only
+    after a non-space, so runs collapse and leading spaces vanish; a trailing one is cut."""
+    m = 0
+    prev = np.uint32(32)
+    special = False
+    for p in range(start, stop):
+        c = char_map[cp[p]]
+        buf[m] = c
+        m += (c != 32) | (prev != 32)
+        prev = c
+        special |= c == SPECIAL
+    if m > 0 and buf[m - 1] == 32:
+        m -= 1
+    return -1 if special else m
+
+
+@kernel(cache=True)
+def _sig_texts(cp, offsets, n, a, b, out):
+    """Signatures of normalised texts given as code points cp[offsets[d]:offsets[d+1]].
+
+    out (docs x k, uint32) holds running minima, so a long text can be fed in pieces.
+    """
+    a_lo, a_hi = _split_multipliers(a)
+    hs = np.empty(BLOCK, np.uint64)
+    xs = np.empty(2 * BLOCK, np.uint32)
+    seen = np.empty(SEEN_SLOTS, np.uint32)
+    for d in range(offsets.shape[0] - 1):
+        _sign_text(cp, offsets[d], offsets[d + 1], n, a_lo, a_hi, b, out[d], hs, xs, seen)
+
+
+@kernel(cache=True)
+def _sig_raw_texts(cp, offsets, n, a, b, char_map, out, lens):
+    """Signatures of raw texts: each is normalised here first (see _normalise_into).
+
+    lens[d] = length of the normalised text d, or -1 if it was left to normalise()
+    (its row of out untouched)."""
+    a_lo, a_hi = _split_multipliers(a)
+    longest = 0
+    for d in range(offsets.shape[0] - 1):
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    buf = np.empty(longest, np.uint32)
+    hs = np.empty(BLOCK, np.uint64)
+    xs = np.empty(2 * BLOCK, np.uint32)
+    seen = np.empty(SEEN_SLOTS, np.uint32)
+    for d in range(offsets.shape[0] - 1):
+        m = _normalise_into(cp, offsets[d], offsets[d + 1], char_map, buf)
+        lens[d] = m
+        if m >= 0:
+            _sign_text(buf, 0, m, n, a_lo, a_hi, b, out[d], hs, xs, seen)
+
+
+@kernel(cache=True)
+def _sig_hashed(x, offsets, a, b, out):
+    """Signatures of sets given directly as 32-bit shingle hashes (used by the demo's
+    simulation of pairs with an exact Jaccard similarity)."""
+    a_lo, a_hi = _split_multipliers(a)
+    for d in range(offsets.shape[0] - 1):
+        s, e = offsets[d], offsets[d + 1]
+        _min_hashes(x[s:e], e - s, a_lo, a_hi, b, out[d])
+
+
+@kernel(cache=True)
+def _band_hashes(sig, bands, rows, out):
+    """out[j, d] = 64-bit hash of band j (rows r values) of signature d."""
+    for d in range(sig.shape[0]):
+        for j in range(bands):
+            h = np.uint64(0x9E3779B97F4A7C15) * np.uint64(j + 1)
+            for t in range(j * rows, (j + 1) * rows):
+                h = _fmix64(h ^ np.uint64(sig[d, t]))
+            out[j, d] = h
+
+
+def _code_points(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Texts -> one uint32 array of Unicode code points, and the offsets of each text."""
+    off = np.zeros(len(texts) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, texts), np.int64, len(texts)), out=off[1:])
+    return np.frombuffer("".join(texts).encode("utf-32-le"), dtype=np.uint32), off
+
+
+_CHAR_MAP: np.ndarray | None = None
+
+
+def _char_map() -> np.ndarray:
+    """Code point -> what normalise() makes of it, for the kernel (built once, 4.4 MB).
+
+    Whitespace (exactly the characters str.split() splits on) -> 32, a space; any other
+    character -> its str.lower() when that is one character not depending on context;
+    SPECIAL for the rest, which normalise() handles: capital sigma (its lowercase
+    depends on the next letter) and the few characters lowering to two (U+0130).
+    """
+    global _CHAR_MAP
+    if _CHAR_MAP is None:
+        everything = np.arange(0x110000, dtype=np.uint32).tobytes().decode("utf-32-le",
+                                                                            "surrogatepass")
+        special = "\u03a3\u0130"
+        lower = everything.translate({ord(c): "?" for c in special}).lower()
+        if len(lower) == len(everything):
+            m = np.frombuffer(lower.encode("utf-32-le", "surrogatepass"), np.uint32).copy()
+        else:   # another character lowers to several: find them one by one
+            m = np.array([ord(low) if len(low) == 1 else SPECIAL
+                          for low in (c.lower() for c in everything)], dtype=np.uint32)
+        m[[ord(c) for c in special]] = SPECIAL
+        m[m == 32] = SPECIAL                 # a non-space lowering to a space (none does)
+        m[[s.start() for s in _WS.finditer(everything)]] = 32
+        _CHAR_MAP = m
+    return _CHAR_MAP
+
+
+def _raw_pieces(text: str, size: int = LONG_TEXT):
+    for i in range(0, len(text), size):
+        yield text[i:i + size]
+
+
+_WS = re.compile(r"\s")  # for str patterns, exactly the characters str.split() splits on
+
+
+def normalised_pieces(text: str, size: int = LONG_TEXT):
+    """normalise(text), yielded in pieces of about `size` characters (bounded memory).
+
+    "".join(normalised_pieces(t)) == normalise(t). Cuts go at the first whitespace
+    after `size` characters (searched for up to `size` more), which keeps every word
+    whole, including the context str.lower() looks at for a Greek final sigma. A run of
+    more than `size` characters without whitespace is cut inside; the halves are joined
+    back without a space (the only possible difference: a capital sigma right at such a
+    cut may lower to σ instead of ς).
+    """
+    emitted = need_space = False
+    i, n = 0, len(text)
+    while i < n:
+        j = min(i + size, n)
+        if j < n:
+            m = _WS.search(text, j, min(n, j + size))
+            if m:
+                j = m.start()
+        raw, i = text[i:j], j
+        words = raw.split()
+        if not words:
+            need_space = True
+            continue
+        body = " ".join(words).lower()
+        if emitted and (need_space or raw[0].isspace()):
+            body = " " + body
+        yield body
+        emitted, need_space = True, raw[-1].isspace()
+
+
+@kernel(cache=True)
+def _bucket_pairs_into(h, order, all_pairs_max, out, fill):
+    """Count (fill=False) or write (fill=True) the candidate pairs; returns the count."""
+    n = order.shape[0]
+    cnt = 0
+    s = 0
+    while s < n:
+        e = s + 1
+        while e < n and h[order[e]] == h[order[s]]:
+            e += 1
+        m = e - s
+        if m > 1:
+            if m <= all_pairs_max:
+                for p in range(s, e):
+                    for q in range(p + 1, e):
+                        if fill:
+                            out[cnt, 0] = order[p]
+                            out[cnt, 1] = order[q]
+                        cnt += 1
+            else:
+                for q in range(s + 1, e):
+                    if fill:
+                        out[cnt, 0] = order[s]
+                        out[cnt, 1] = order[q]
+                    cnt += 1
+                    if q - 1 > s:
+                        if fill:
+                            out[cnt, 0] = order[q - 1]
+                            out[cnt, 1] = order[q]
+                        cnt += 1
+        s = e
+    return cnt

@@ -1,0 +1,80 @@
+"""Disk space: a stage says before any work how much it will write and warns when that is
+more than is free; when a write fails for lack of space (or a read-only folder, or a
+permission), the stage stops with one line naming the folder, the space needed and the
+space free, instead of a traceback.
+
+Nothing is lost either way: a stage writes into its staging folder beside the output and
+swaps it in only when complete (pipeline.staging), so the previous output is untouched,
+and the tasks that finished before the failure are kept for the rerun.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from .manifest import display_path
+from .tables import human_bytes
+
+# what a failed write means to a user, by errno
+WRITE_ERRORS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+}
+
+# the run under way in this process: what it writes, where, and how much it needs
+_RUN: dict = {}
+
+
+def free_bytes(folder: str | os.PathLike) -> int:
+    """Bytes free to this user on the file system of `folder` (or of its nearest
+    existing parent, when it is not made yet)."""
+    p = Path(folder).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return shutil.disk_usage(p).free
+
+
+def expect(staging: Path, output: Path, need: int | None) -> None:
+    """Record what this run writes (its staging folder, the output it replaces) and how
+    many bytes it needs, and warn now when the file system has less free."""
+    _RUN.update(staging=Path(staging), output=Path(output), need=need)
+    if not need:
+        return
+    free = free_bytes(staging)
+    if free < need:
+        print(f"warning: {display_path(staging.parent)} has {human_bytes(free)} free and this "
+              f"run needs about {human_bytes(need)} there (the new output is written beside "
+              f"{display_path(output)} until it is complete): it may stop for lack of space",
+              file=sys.stderr)
+
+
+def forget() -> None:
+    _RUN.clear()
+
+
+def write_error_line(e: BaseException) -> str | None:
+    """The one line for a failed write (OSError with an errno of WRITE_ERRORS): where, why,
+    the space needed and free, and that nothing was lost. None for any other error."""
+    if not isinstance(e, OSError) or e.errno not in WRITE_ERRORS:
+        return None
+    staging, output, need = _RUN.get("staging"), _RUN.get("output"), _RUN.get("need")
+    where = Path(e.filename).parent if e.filename else staging
+    if where is None:
+        return f"cannot write: {WRITE_ERRORS[e.errno]}"
+    try:
+        free = human_bytes(free_bytes(where))
+    except OSError:
+        free = "unknown"
+    needs = f"this run needs about {human_bytes(need)} there" if need else "space needed unknown"
+    line = f"cannot write {display_path(where)}: {WRITE_ERRORS[e.errno]} ({needs}, {free} free)"
+    if output is not None:
+        line += (f"; {display_path(output)} is unchanged; fix this and rerun the same command "
+                 "(finished tasks are kept)")
+    return line

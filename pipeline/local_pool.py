@@ -1,0 +1,124 @@
+"""The local executor: datatrove's LocalPipelineExecutor with one pool of workers per
+stage process, kept across the stage's phases, and started early.
+
+A stage's second and later phases then start no process at all, and the pool's workers
+are forked right after the arguments are read, with every module already imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+def _quiet(verbose: bool) -> None:
+    if not verbose:
+        from loguru import logger
+        logger.disable("datatrove")
+
+
+# One pool of workers per stage process, reused by every phase: a stage's second and
+# later phases then start no process at all.
+_POOL: dict = {}
+
+
+def _stage_pool(workers: int, start_method: str):
+    """The stage's pool of `workers` processes, created on first use and kept."""
+    import multiprocess
+
+    if _POOL.get("workers") != workers:
+        close_pool()
+        _POOL.update(workers=workers, pool=multiprocess.get_context(start_method).Pool(workers))
+    return _POOL["pool"]
+
+
+def close_pool() -> None:
+    """Stop the stage's pool (also done when the process exits)."""
+    if _POOL.get("pool") is not None:
+        _POOL["pool"].close()
+        _POOL["pool"].join()
+    _POOL.clear()
+
+
+def _fast_sysconfig_paths() -> None:
+    """datatrove adds a loguru log file per task, and loguru recomputes the standard
+    library's install paths (hundreds of sysconfig.get_path calls, ~25 ms) for each one;
+    the answer never changes within a process, so it is computed once."""
+    import functools
+    import sysconfig
+
+    if not hasattr(sysconfig.get_path, "cache_info"):
+        sysconfig.get_path = functools.lru_cache(maxsize=None)(sysconfig.get_path)
+
+
+def _local_executor_cls():
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.utils.stats import PipelineStats
+
+    class QuietLocalExecutor(LocalPipelineExecutor):
+        """datatrove's local executor, with the pool kept across a stage's phases.
+
+        run() is datatrove 0.10's LocalPipelineExecutor.run() with two changes: the pool
+        comes from _stage_pool instead of being started (and stopped) for every phase,
+        and no manager process hands out local ranks (datatrove uses them only to choose
+        which task logs to the console, and ours are quiet). Each task is datatrove's own
+        _run_for_rank: its completion marker, log file and stats."""
+        verbose = False
+
+        def _run_for_rank(self, rank, local_rank=0, node_rank=-1):
+            _quiet(self.verbose)
+            _fast_sysconfig_paths()
+            return super()._run_for_rank(rank, local_rank, node_rank)
+
+        def run(self):
+            if self.workers == 1:   # in this process, one task after another: datatrove's
+                return super().run()
+            self._launched = True
+            ranks = range(self.local_rank_offset, self.local_rank_offset + self.local_tasks)
+            if all(map(self.is_rank_completed, ranks)):
+                return None
+            self.save_executor_as_json()
+            pool = _stage_pool(self.workers, self.start_method)
+            stats = list(pool.imap_unordered(self._run_for_rank, self.get_incomplete_ranks(ranks)))
+            stats = sum(stats, start=PipelineStats())
+            with self.logging_dir.open("stats.json", "wt") as f:
+                stats.save_to_disk(f)
+            return stats
+
+    return QuietLocalExecutor
+
+
+def start_pool_early(args: argparse.Namespace) -> None:
+    """Start the stage's worker pool now, right after the arguments are read (local
+    executor, two workers or more): the workers are forked from this process while it
+    holds only its imports and no thread, so they start in milliseconds with every module
+    already loaded, instead of each phase's first tasks waiting for a fork server to
+    import the stage. Later phases reuse the same workers."""
+    if getattr(args, "executor", "local") != "local" or int(getattr(args, "workers", 1) or 1) < 2:
+        return
+    # what every task needs, imported once here rather than in each worker
+    for name in ("datatrove.executor.local", "datatrove.pipeline.base", "datatrove.utils.logging"):
+        importlib.import_module(name)
+    main = sys.modules.get("__main__")
+    stem = Path(getattr(main, "__file__", "") or "").stem
+    if stem and importlib.util.find_spec(stem) is not None:
+        importlib.import_module(stem)   # tasks name their function by this module
+    _stage_pool(int(args.workers), "fork")
+
+
+def _preload_in_forkserver(module: str) -> None:
+    """Have the pool's fork server import what every task needs before it forks workers.
+
+    Each phase starts a new pool; its workers are forked from one fork server per stage.
+    Without this, every worker of every phase imports datatrove, loguru, the stage and
+    its libraries again (about half a second each), which is most of a small phase."""
+    import multiprocess.forkserver as fs
+
+    wanted = ["__main__", "datatrove.executor.local", "datatrove.pipeline.base",
+              "pipeline.executors", "pipeline.local_pool", "pipeline.orphans",
+              "pipeline.progress", "pipeline.task_results", module]
+    if fs._forkserver._forkserver_pid is None:     # only before it starts
+        fs.set_forkserver_preload(wanted)
+

@@ -1,0 +1,271 @@
+"""The life cycle of every stage, written once.
+
+A stage script supplies its docstring, its flags, its task functions and a `run` function
+that calls them in the tutorial's order and returns what it wrote (`Output`). Everything
+around that is here, in this order (`Stage.main`):
+
+ 1. read the flags: --input, --output, the executor's (--workers, --task-mb, ...) and the
+    stage's own; check them; start the worker pool;
+ 2. check the input: take a shared lock on it (no other run may be writing it), check its
+    manifest and every manifest above it (an input whose upstream was rerun is stale),
+    open its shards and cut them into work units (pipeline.units);
+ 3. take the exclusive lock on the output (a second run on it stops, naming the first);
+    a stage whose output is already what this run would write says so and stops;
+    otherwise estimate the space the run needs and warn when it is short, and open the
+    staging folder beside the output (resuming a killed run's finished tasks);
+ 4. call the stage's `run`: its phases on the executor, the merge of their results, its
+    reports into the staging folder;
+ 5. write the manifest, swap the staging folder into place, name the stages below that
+    are now stale; release the locks.
+
+A sweep (`--sweep`, clean and dedup_minhash) takes steps 1 to 3 too, under the same
+output lock, then hands over to the stage's `sweep` (see pipeline.sweep): it writes only
+a report beside the output.
+
+    STAGE = Stage("dedup_exact", __doc__, run, flags=flags, config=config)
+
+    def main(argv=None):
+        return STAGE.main(argv)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from . import layout
+from .errors import StageError
+from .executors import add_executor_args
+from .local_pool import start_pool_early
+from .lock import FolderLock
+from .manifest import MANIFEST, check_input
+from .shards import list_shards, open_shard
+from .staging import StageRun, add_force_arg
+from .task_results import load_task_results
+from .units import Unit, describe, plan_units, unit_offsets
+
+
+@dataclass
+class Output:
+    """What a stage's run wrote into its staging folder, for the manifest and the user.
+
+    files: the file records of the output (pipeline.shards.file_record); counts: what the
+    manifest records under "counts" (a filtering stage's must balance: docs_in = docs_out
+    + removed); extra: more manifest keys; summary: lines printed after the commit."""
+    files: list[dict]
+    counts: dict
+    extra: dict | None = None
+    summary: list[str] = field(default_factory=list)
+    report_dir: str = "report"
+
+
+class Run:
+    """One run of a stage, as its `run` function sees it: the flags, the input's shards
+    and work units, and the staging folder, with the calls that run phases on the
+    executor and read back their task results."""
+
+    def __init__(self, stage: "Stage", args: argparse.Namespace, shards: list[Path],
+                 units: list[Unit], staged: StageRun | None = None):
+        self.stage, self.args, self.shards, self.units = stage, args, shards, units
+        self.staged = staged
+        self.input = Path(args.input) if getattr(args, "input", None) else None
+        self.output = Path(args.output)
+        self.offsets = unit_offsets(units)
+        self.notes: list[str] = []
+
+    # what every task of a phase over the units needs
+    @property
+    def staging(self) -> Path:
+        return self.staged.staging
+
+    @property
+    def input_fingerprint(self) -> str | None:
+        """The input's fingerprint, from its manifest (checked with the chain above it)."""
+        if self.staged is not None:
+            return self.staged.input_fingerprint
+        if self.input is None:
+            return None
+        return check_input(self.input / MANIFEST)["output_fingerprint"]
+
+    @property
+    def total_docs(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(u.text_bytes for u in self.units)
+
+    def unit_dicts(self) -> list[dict]:
+        return [u.to_dict() for u in self.units]
+
+    def phase(self, name: str):
+        """Time a step done in this process; the timing goes into the manifest."""
+        return self.staged.phase(name)
+
+    def parallel(self, phase: str, fn: Callable, tasks: int | None = None,
+                 inline: bool = False, sized: bool = True, **kwargs) -> dict:
+        """Run fn(rank, world_size, **kwargs) for every task of a phase through the
+        executor (one task per unit unless `tasks` says otherwise), with its progress bar
+        sized by the units (sized=False: no size known), and timed. inline: too small a
+        phase for the worker pool (its tasks run here, one after another)."""
+        n = len(self.units) if tasks is None else tasks
+        size = {"total_docs": self.total_docs, "total_bytes": self.total_bytes} if sized else {}
+        return self.staged.parallel(phase, fn, n, self.args, inline=inline, **size, **kwargs)
+
+    def results(self, phase: str, tasks: int | None = None) -> list[dict]:
+        """The results the tasks of a phase saved (pipeline.task_results), in rank order."""
+        return load_task_results(self.staging, phase, len(self.units) if tasks is None else tasks)
+
+
+class Stage:
+    """A stage: its name, its help text, and the functions its script supplies.
+
+    run(run) -> Output: the tutorial's steps (required).
+    flags(parser): the stage's own flags. check(args): refuse bad flags with a StageError.
+    config(run) -> dict: every setting that decides the output's bytes (the manifest's
+        "config"; a rerun with the same input and config resumes or is current).
+    space(run) -> int: bytes the run writes (staging folder and kept stores), for the
+        warning before work and the disk-full line.
+    sweep(run) -> int: what --sweep does, when the stage has one.
+    after_commit(run): what follows the commit (removing what the new output replaced).
+    """
+
+    def __init__(self, name: str, doc: str, run: Callable[[Run], Output], *,
+                 flags: Callable | None = None, check: Callable | None = None,
+                 config: Callable[[Run], dict] | None = None,
+                 space: Callable[[Run], int] | None = None,
+                 sweep: Callable[[Run], int] | None = None,
+                 reads: Path | None = None, writes: Path | None = None,
+                 input_help: str | None = None, output_help: str | None = None,
+                 reuse_current: bool = False, files_into: bool = False,
+                 manifest_name: str = MANIFEST, extra_inputs: Callable | None = None,
+                 plans_units: bool = True, current_note: Callable | None = None,
+                 after_commit: Callable | None = None):
+        self.name, self.doc, self.run_fn = name, doc, run
+        self.script = layout.STAGES[name][0]
+        self.flags_fn, self.check_fn, self.config_fn = flags, check, config
+        self.space_fn, self.sweep_fn = space, sweep
+        self.reads = reads
+        self.writes = writes if writes is not None else layout.STAGES[name][1]
+        self.input_help, self.output_help = input_help, output_help
+        self.reuse_current, self.files_into = reuse_current, files_into
+        self.manifest_name, self.extra_inputs_fn = manifest_name, extra_inputs
+        self.plans_units, self.current_note = plans_units, current_note
+        self.after_commit = after_commit
+
+    # -- 1. flags ---------------------------------------------------------------------
+    def parser(self) -> argparse.ArgumentParser:
+        p = argparse.ArgumentParser(description=self.doc.split("\n\n")[0],
+                                    formatter_class=argparse.RawDescriptionHelpFormatter,
+                                    epilog=self.doc.split("\n\n", 1)[1] if "\n\n" in self.doc
+                                    else None)
+        if self.reads is not None:
+            p.add_argument("--input", default=str(self.reads),
+                           help=self.input_help or f"default: {self.reads}")
+        p.add_argument("--output", default=str(self.writes),
+                       help=self.output_help or f"default: {self.writes}")
+        if self.flags_fn:
+            self.flags_fn(p)
+        if self.reuse_current:
+            add_force_arg(p)
+        add_executor_args(p)
+        return p
+
+    def parse(self, argv: list[str] | None) -> argparse.Namespace:
+        args = self.parser().parse_args(argv)
+        if args.workers < 1:
+            raise StageError("--workers must be at least 1")
+        if self.reads is not None and Path(args.input).resolve() == Path(args.output).resolve():
+            raise StageError(f"--output {args.output} is the input folder; choose another")
+        if self.check_fn:
+            self.check_fn(args)
+        return args
+
+    # -- 2. the input -----------------------------------------------------------------
+    def open_input(self, args: argparse.Namespace) -> tuple[list[Path], list[Unit]]:
+        """The input's shards (each opened, so a broken one is named before any work)
+        and their work units."""
+        if self.reads is None:
+            return [], []
+        shards = list_shards(args.input)
+        for s in shards:
+            open_shard(s)
+        units = plan_units(shards, args.task_mb) if self.plans_units else []
+        return shards, units
+
+    def lock_inputs(self, args: argparse.Namespace, extra: dict) -> list[FolderLock]:
+        """Shared locks on every folder this run reads: none may be under rewriting."""
+        folders = ([Path(args.input)] if self.reads is not None else []) + \
+                  [Path(m).parent for m in extra.values()]
+        return [FolderLock(f, self.script, shared=True) for f in folders if f.exists()]
+
+    # -- 3-5. the run -------------------------------------------------------------------
+    def main(self, argv: list[str] | None = None) -> int:
+        args = self.parse(argv)
+        start_pool_early(args)
+        extra = self.extra_inputs_fn(args) if self.extra_inputs_fn else {}
+        locks = self.lock_inputs(args, extra)
+        try:
+            shards, units = self.open_input(args)
+            run = Run(self, args, shards, units)
+            locks.append(self.lock_output(args))
+            if self.sweep_fn and getattr(args, "sweep", None):
+                return self.sweep_fn(run)
+            return self.produce(run, extra)
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+
+    def lock_output(self, args: argparse.Namespace) -> FolderLock:
+        out = Path(args.output)
+        if self.files_into:
+            return FolderLock(out, self.script, name=self.name,
+                              what=f"{self.name}'s output in {out}")
+        return FolderLock(out, self.script)
+
+    def produce(self, run: Run, extra_inputs: dict) -> int:
+        args = run.args
+        config = self.config_fn(run) if self.config_fn else {}
+        input_manifest = Path(args.input) / MANIFEST if self.reads is not None else None
+        staged = StageRun(self.name, args.output, config, input_manifest=input_manifest,
+                          extra_inputs=extra_inputs or None, manifest_name=self.manifest_name,
+                          files_into=self.files_into,
+                          reuse_current=self.reuse_current and not getattr(args, "force", False),
+                          space=(lambda: self.space_fn(run)) if self.space_fn else None)
+        run.staged = staged
+        if staged.current:
+            print(staged.current_line())
+            if self.current_note:
+                print(self.current_note(run))
+            return 0
+        if staged.resumed:
+            print(f"resuming in {staged.staging}", file=sys.stderr)
+        if run.units:
+            print(f"{self.name}: {describe(run.units)}", file=sys.stderr)
+        out = self.run_fn(run)
+        staged.commit(files=out.files, counts=out.counts, extra=out.extra,
+                      report_dir=out.report_dir)
+        if self.after_commit:
+            self.after_commit(run)
+        for line in out.summary:   # notes and warnings to stderr, the rest to stdout
+            print(line, file=sys.stderr if line.startswith(("note:", "WARNING")) else sys.stdout)
+        return 0
+
+
+def unit_bytes_on_disk(units: list[Unit]) -> int:
+    """The input's bytes on disk, as the share of each shard that its units cover: what
+    a stage that copies some of its rows writes at most."""
+    by_shard: dict[str, list[Unit]] = {}
+    for u in units:
+        by_shard.setdefault(u.shard, []).append(u)
+    total = 0
+    for shard, us in by_shard.items():
+        md = open_shard(shard).metadata
+        rows = md.num_rows or 1
+        size = Path(shard).stat().st_size
+        total += int(size * sum(u.rows for u in us) / rows)
+    return total
+
