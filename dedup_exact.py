@@ -36,7 +36,8 @@ from algorithms import exact_dedup
 from pipeline import layout
 from pipeline.arrays import from_numpy
 from pipeline.errors import run_stage
-from pipeline.filter_phase import WORK, Picked, filter_phase, save_npy
+from pipeline.filter_phase import Picked, filter_phase
+from pipeline.work_files import WORK, save_npy
 from pipeline.progress import task_progress
 from pipeline.stage import Output, Run, Stage, unit_bytes_on_disk
 from pipeline.tables import human_bytes, markdown_table, parse_size, pct, save_report, snippet, table
@@ -163,7 +164,7 @@ def build_report(run: Run, dup, kept, counts, partitions: int) -> str:
 
 # --------------------------------------------------------------------------------------
 
-def flags(p) -> None:
+def flags(p, argv) -> None:
     p.add_argument("--memory-budget", default="2GB",
                    help="driver memory for digests (32 bytes/document); beyond it, spill "
                         "hash partitions to disk (default 2GB). Never changes the output")

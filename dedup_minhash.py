@@ -68,7 +68,8 @@ from algorithms import minhash
 from pipeline import layout
 from pipeline.arrays import from_numpy
 from pipeline.errors import StageError, run_stage
-from pipeline.filter_phase import WORK, Picked, filter_phase, save_npy
+from pipeline.filter_phase import Picked, filter_phase
+from pipeline.work_files import WORK, save_npy
 from pipeline import kept_store
 from pipeline.kept_store import (keep_whole, load_array, load_whole, read_verified, side_store,
                                  write_index)
@@ -612,7 +613,7 @@ def sweep(n_docs: int, pairs: np.ndarray, sims: np.ndarray, thresholds: list[flo
 
 # --------------------------------------------------------------------------------------
 
-def flags(p) -> None:
+def flags(p, argv) -> None:
     p.add_argument("--ngram", type=int, default=5, help="shingle length in characters (default 5)")
     p.add_argument("--num-perm", type=int, default=128, help="k, hash functions (default 128)")
     p.add_argument("--bands", type=int, default=16, help="b, LSH bands (default 16)")

@@ -22,9 +22,11 @@ What it does, in the order the tutorial asks for it:
   HF's byte-level BPE compiled with numba over UTF-8 bytes (its merge list, its GPT-2
   split pattern, a cache of pieces already seen), at several times HF's speed and faster
   than tiktoken given the same vocabulary (`--encoder tiktoken`, ~12-16 MB/s). Either
-  fast path is used only when the tokenizer is a plain byte-level BPE, and only after a
-  check on a sample of this corpus that it gives HF's ids; if any differ, pack warns and
-  uses HF (--encoder auto), or stops (a fast encoder asked for by name).
+  fast path is used only when the tokenizer is a plain byte-level BPE, and only if it
+  gives HF's ids on a sample of this corpus (--check-bytes, the first documents of every
+  shard); the tasks check their share of the sample before encoding, so the check runs
+  in parallel with the encoding. If any differ, pack warns and encodes again with HF
+  (--encoder auto), or stops (a fast encoder asked for by name).
 - train.bin / val.bin appear only complete (staged, then renamed); the manifest
   data/pack_manifest.json records documents, tokens, EOS counts, dtype, the tokenizer's
   hash and the input's fingerprint. A rerun whose input, tokenizer and config match it,
@@ -37,236 +39,66 @@ algorithms.loader.get_batch(split, batch_size, seq_len) (5.2).
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
+from algorithms import packing
+from algorithms.packing import (TOKEN_BINS, NotConvertible, doc_lengths,
+                                first_difference, get_encoder)
+from algorithms.tokenizer_file import check_fits_uint16, eos_id, load_tokenizer, tokenizer_hash
 from pipeline import layout
 from pipeline.arrays import to_numpy
-from algorithms.packing_fast import BpeEncoder
 from pipeline.errors import StageError, run_stage
-from pipeline.executors import add_executor_args
-from pipeline.task_results import load_task_results, save_task_result
-from pipeline.local_pool import start_pool_early
 from pipeline.manifest import MANIFEST
-from pipeline.tables import human_bytes, markdown_table, save_report, table
 from pipeline.progress import task_progress
-from pipeline.shards import (HashingFile, file_record, id_hashes, iter_batches, list_shards,
-                             open_shard)
-from pipeline.staging import StageRun, add_force_arg
-from pipeline.units import Unit, describe, plan_units, read_unit
-from algorithms.tokenizer_file import (check_fits_uint16, eos_id, load_tokenizer,
-                                ordinary_tokenizer, byte_level_unsupported, to_tiktoken,
-                                tokenizer_hash)
+from pipeline.shards import file_record, id_hashes
+from pipeline.stage import Output, Run, Stage
+from pipeline.tables import human_bytes, markdown_table, save_report, table
+from pipeline.task_results import save_task_result
+from pipeline.units import Unit, read_unit
+from pipeline.work_files import WORK, load_arrow, save_arrow
 
-DTYPE = np.uint16
 MANIFEST_NAME = "pack_manifest.json"
 REPORT_DIR = "pack_report"
 VAL_IDS = f"{REPORT_DIR}/val_ids.txt"
 PARTS = "_parts"
-CHUNK = 1 << 24  # 16 MB copy blocks when concatenating parts (5.5)
 
 
 # --------------------------------------------------------------------------------------
-# 5.7: the validation split, by document, from a seeded hash of the document id.
+# 5.5: one task per unit, each loading the tokenizer itself and writing its own parts:
+# 5.7's split by document, 5.4's ids with one EOS after each document.
 # --------------------------------------------------------------------------------------
-
-def n_val_docs(n_docs: int, val_ratio: float) -> int:
-    """How many documents go to val.bin: at least one (5.7)."""
-    return max(1, int(n_docs * val_ratio))
-
-
-def val_threshold(shards: list[Path], val_ratio: float, seed: int) -> tuple[int, int, int]:
-    """(threshold, n_docs, n_val): a document is in val iff its id hash <= threshold.
-
-    Reads only the id column (8 bytes per document kept in memory), so it is cheap even
-    for a large corpus, and it sees every shard: the split is global, not per shard.
-    """
-    hashes = []
-    for s in shards:
-        for batch in iter_batches(s, columns=["id"], batch_rows=65536):
-            hashes.append(id_hashes(batch.column(0).to_pylist(), seed))
-    h = np.concatenate(hashes) if hashes else np.empty(0, np.uint64)
-    n = len(h)
-    if n < 2:
-        raise StageError(f"{shards[0].parent}: {n} document(s); need at least 2 to split "
-                         "train and val")
-    k = n_val_docs(n, val_ratio)
-    if k >= n:
-        raise StageError(f"--val-ratio {val_ratio} would put all {n} documents in val")
-    return int(np.partition(h, k - 1)[k - 1]), n, k
-
-
-# --------------------------------------------------------------------------------------
-# Encoding: a fast path (compiled BPE or tiktoken) or HF tokenizers; all give uint16 arrays,
-# EOS after each document.
-# --------------------------------------------------------------------------------------
-
-FAST_ENCODERS = ("numba", "tiktoken")
-
-
-def fast_encoder(tok, kind: str):
-    """The tokenizer's vocabulary as a fast encoder of `kind`, or None when it does not
-    convert (anything but a plain byte-level BPE)."""
-    if kind == "numba":
-        return BpeEncoder.from_tokenizer(tok)
-    return to_tiktoken(tok)
-
-
-class NotConvertible(StageError):
-    """The tokenizer cannot be encoded with the fast encoder asked for; `why` says why."""
-
-    def __init__(self, path: str, kind: str, why: str):
-        super().__init__(f"{path}: does not convert for --encoder {kind} ({why})")
-        self.why = why
-
-
-class Encoder:
-    """Encodes a batch of documents into one flat uint16 array, EOS after every document.
-
-    kind "numba": algorithms/packing_fast.py, HF's byte-level BPE compiled (the default fast path).
-    kind "tiktoken": the vocabulary converted to tiktoken (encode_to_numpy with no
-    special tokens allowed: document text is always ordinary text).
-    kind "hf": HF tokenizers with the added tokens removed, for the same reason.
-    """
-
-    def __init__(self, tokenizer_path: str, kind: str):
-        tok = load_tokenizer(tokenizer_path)
-        self.kind = kind
-        self.eos = eos_id(tok, tokenizer_path)
-        if kind in FAST_ENCODERS:
-            self.fast = fast_encoder(tok, kind)
-            if self.fast is None:
-                raise NotConvertible(tokenizer_path, kind, byte_level_unsupported(tok)
-                                     or "not a byte-level vocabulary")
-        else:
-            self.hf = ordinary_tokenizer(tok)
-
-    def ids(self, text: str) -> np.ndarray:
-        """One document's ids (no EOS)."""
-        if self.kind == "numba":
-            return self.fast.ids(text)
-        if self.kind == "tiktoken":
-            return self.fast.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
-        return np.asarray(self.hf.encode(text, add_special_tokens=False).ids, dtype=np.uint32)
-
-    def pack(self, texts: list[str]) -> np.ndarray:
-        """The documents' ids, each followed by one EOS, as one uint16 array."""
-        if not texts:
-            return np.empty(0, DTYPE)
-        if self.kind == "numba":  # one compiled call for the whole batch, EOS included
-            return self.fast.pack(texts, self.eos).astype(DTYPE)
-        if self.kind == "tiktoken":
-            docs = [self.ids(t) for t in texts]
-        else:  # encode_batch: HF's fastest call; a batch is small, so memory stays bounded
-            docs = [np.asarray(e.ids, dtype=np.uint32)
-                    for e in self.hf.encode_batch(texts, add_special_tokens=False)]
-        eos = np.array([self.eos], dtype=np.uint32)
-        pieces = []
-        for d in docs:
-            pieces.append(d)
-            pieces.append(eos)
-        # ids < 65536 was checked before any work, so the cast cannot wrap
-        return np.concatenate(pieces).astype(DTYPE)
-
-
-_ENCODERS: dict[tuple[str, str], Encoder] = {}
-
-
-def get_encoder(tokenizer_path: str, kind: str) -> Encoder:
-    """One Encoder per worker process (5.5: every worker loads the tokenizer itself)."""
-    key = (tokenizer_path, kind)
-    if key not in _ENCODERS:
-        _ENCODERS[key] = Encoder(tokenizer_path, kind)
-    return _ENCODERS[key]
-
-
-def sample_texts(shards: list[Path], max_bytes: int, per_shard: int = 64) -> list[str]:
-    """A fixed sample for the identity check: the first documents of every shard, taken
-    round-robin until max_bytes of text (different sources are in different shards)."""
-    heads = []
-    for s in shards:
-        batch = next(iter_batches(s, columns=["text"], batch_rows=per_shard), None)
-        heads.append([t for t in (batch.column(0).to_pylist() if batch is not None else [])
-                      if t is not None])
-    out, size = [], 0
-    for i in range(per_shard):
-        for h in heads:
-            if i < len(h) and size < max_bytes:
-                out.append(h[i])
-                size += len(h[i].encode("utf-8"))
-    return out
-
-
-def first_difference(a: Encoder, b: Encoder, texts: list[str]) -> int | None:
-    """Index of the first text on which the two encoders' ids differ, else None."""
-    for i, t in enumerate(texts):
-        if not np.array_equal(a.ids(t), b.ids(t)):
-            return i
-    return None
-
-
-def choose_encoder(tokenizer_path: str, requested: str, texts: list[str]) -> tuple[str, dict]:
-    """Pick the fast encoder (auto: numba) when the tokenizer converts and it matches HF
-    on `texts`; else HF, with a warning. An explicitly requested fast encoder that cannot
-    be used is an error instead."""
-    info = {"requested": requested, "checked_docs": len(texts),
-            "checked_bytes": sum(len(t.encode("utf-8")) for t in texts)}
-    if requested == "hf":
-        return "hf", info
-    kind = "numba" if requested == "auto" else requested
-    try:  # built once here; the check below and this process's tasks reuse it
-        fast = get_encoder(tokenizer_path, kind)
-    except NotConvertible as e:
-        if requested != "auto":
-            raise
-        print(f"warning: {e}; encoding with HF tokenizers (slower)", file=sys.stderr)
-        return "hf", {**info, "fallback": e.why}
-    t0 = time.time()
-    bad = first_difference(fast, get_encoder(tokenizer_path, "hf"), texts)
-    info["check_seconds"] = round(time.time() - t0, 3)
-    if bad is not None:
-        why = f"{kind} ids differ from HF on sample document {bad} ({texts[bad][:60]!r})"
-        if requested != "auto":
-            raise StageError(f"--encoder {kind}: {why}")
-        print(f"warning: {why}; encoding with HF tokenizers (slower)", file=sys.stderr)
-        return "hf", {**info, "fallback": why}
-    return kind, info
-
-
-# --------------------------------------------------------------------------------------
-# 5.5: one task per unit, each writing its own part files.
-# --------------------------------------------------------------------------------------
-
-def part_path(staging: str | os.PathLike, split: str, rank: int) -> Path:
-    return Path(staging) / PARTS / f"{split}-{rank:05d}.bin"
-
-
-# tokens per document: 0, then quarter-octave bins 1, 1.19, 1.41, ... 2^20 (rounded, unique)
-TOKEN_BINS = np.unique(np.concatenate([[0], np.round(2 ** (np.arange(0, 81) / 4))])).astype(np.int64)
-
-
-def doc_lengths(arr: np.ndarray, eos: int) -> np.ndarray:
-    """Tokens of each document in a packed array (EOS excluded): document text never
-    contains the EOS id, so the EOS positions are the boundaries."""
-    ends = np.flatnonzero(arr == eos)
-    return np.diff(np.concatenate([[-1], ends])) - 1
-
 
 def pack_unit(rank: int, world_size: int, units: list[dict], staging: str, tokenizer: str,
               encoder: str, seed: int, threshold: int, batch_rows: int) -> None:
     """Task `rank`: encode unit `rank` into _parts/train-RANK.bin and _parts/val-RANK.bin.
 
+    A fast encoder first encodes this task's share of the identity-check sample
+    (_work/check.arrow, its documents rank, rank + tasks, ...) with HF too; if any
+    differs, the task stops there and says which (the driver falls back to HF).
     Streams the unit batch by batch; each batch's ids go to disk as uint16 at once.
     Writes via temporary names, so a task killed halfway leaves nothing that looks done.
     """
     unit = Unit(**units[rank])
     enc = get_encoder(tokenizer, encoder)
+    sample = Path(staging) / WORK / "check.arrow"
+    texts = (load_arrow(sample).column("text").to_pylist()[rank::len(units)]
+             if encoder != "hf" and sample.exists() else [])
+    check = {"docs": len(texts), "seconds": 0.0, "differs": None}
+    if texts:
+        t0 = time.time()
+        bad = first_difference(enc, get_encoder(tokenizer, "hf"), texts)
+        check["seconds"] = round(time.time() - t0, 3)
+        if bad is not None:
+            check["differs"] = [rank + bad * len(units), texts[bad][:60]]
+            save_task_result(staging, "pack", rank, {"check": check})
+            return
     prog = task_progress()
     c = {s: {"docs": 0, "tokens": 0, "eos": 0, "bytes": 0} for s in ("train", "val")}
     hist = np.zeros(len(TOKEN_BINS) - 1, np.int64)
@@ -284,14 +116,14 @@ def pack_unit(rank: int, world_size: int, units: list[dict], staging: str, token
             nbytes = to_numpy(pc.binary_length(col), null=0)
             valid = to_numpy(col.is_valid())
             docs_in += len(ids)
-            is_val = id_hashes(ids, seed) <= np.uint64(threshold)
+            is_val = id_hashes(ids, seed) <= np.uint64(threshold)          # 5.7
             for split, want in (("train", False), ("val", True)):
                 sel = np.flatnonzero(is_val == want)
                 keep = sel[valid[sel]]
                 nulls += len(sel) - len(keep)
                 # most batches hold no val document: then train is the whole batch
                 docs = texts if len(keep) == len(texts) else [texts[i] for i in keep]
-                arr = enc.pack(docs)
+                arr = enc.pack(docs)                                         # 5.4 + 5.3
                 arr.tofile(files[split])
                 hist += np.histogram(doc_lengths(arr, enc.eos), TOKEN_BINS)[0]
                 s = c[split]
@@ -310,109 +142,41 @@ def pack_unit(rank: int, world_size: int, units: list[dict], staging: str, token
     save_task_result(staging, "pack", rank, {
         "shard": Path(unit.shard).name, "rows": [unit.row_start, unit.row_start + unit.rows],
         "docs_in": docs_in, "null_text": nulls, **c, "val_ids": val_ids,
-        "tokens_per_doc_hist": hist.tolist()})
+        "tokens_per_doc_hist": hist.tolist(), "check": check})
 
 
-def concat_parts(staging: Path, split: str, tasks: int) -> tuple[Path, str]:
-    """Concatenate the parts of one split in shard order (5.5: order is a convention
-    nothing checks, so it is fixed here, by rank, not by directory listing). Returns the
-    file and its digest, hashed on the way (the file is not read again for it)."""
-    out = staging / f"{split}.bin"
-    tmp = out.with_name(out.name + ".tmp")
-    with HashingFile(tmp) as fout:
-        for r in range(tasks):
-            p = part_path(staging, split, r)
-            if not p.exists():
-                raise StageError(f"{p} is missing; rerun pack_parallel.py")
-            with open(p, "rb") as fin:
-                while chunk := fin.read(CHUNK):
-                    fout.write(chunk)
-    os.replace(tmp, out)
-    return out, fout.hexdigest()
+def part_path(staging: str | os.PathLike, split: str, rank: int) -> Path:
+    return Path(staging) / PARTS / f"{split}-{rank:05d}.bin"
 
 
-# --------------------------------------------------------------------------------------
-# The driver.
-# --------------------------------------------------------------------------------------
-
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--input", default=str(layout.DEDUP), help="default: data/dedup")
-    p.add_argument("--tokenizer", default=str(layout.TOKENIZER),
-                   help="default: data/tokenizer/tokenizer.json")
-    p.add_argument("--output", default=str(layout.DATA),
-                   help="folder for train.bin, val.bin, pack_manifest.json (default: data)")
-    p.add_argument("--val-ratio", type=float, default=0.001,
-                   help="share of documents for val.bin, at least one (default 0.001)")
-    p.add_argument("--seed", type=int, default=42, help="seed of the val split (default 42)")
-    p.add_argument("--encoder", choices=["auto", "numba", "tiktoken", "hf"], default="auto",
-                   help="auto: the compiled BPE (numba) if it converts and matches HF on a "
-                        "sample, else HF; tiktoken: the same vocabulary in tiktoken")
-    p.add_argument("--check-bytes", type=int, default=1_000_000,
-                   help="text compared between the fast encoder and HF at start (default 1 MB)")
-    p.add_argument("--batch-rows", type=int, default=1024,
-                   help="documents encoded per batch: bounds each task's memory")
-    add_force_arg(p)
-    add_executor_args(p)
-    a = p.parse_args(argv)
-    if not 0 < a.val_ratio < 1:
-        raise StageError(f"--val-ratio {a.val_ratio}: must be between 0 and 1")
-    if not 0 <= a.seed < 2 ** 64:
-        raise StageError(f"--seed {a.seed}: must be between 0 and 2**64-1")
-    if a.batch_rows <= 0 or a.check_bytes < 0:
-        raise StageError("--batch-rows must be positive and --check-bytes non-negative")
-    return a
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    start_pool_early(args)
-    # 4.6: refuse a vocabulary that does not fit uint16 before touching anything else
+def run(run: Run) -> Output:
+    """5.7's split, 5.5's parallel encoding (with the identity check), the concatenation."""
+    args = run.args
     tok = load_tokenizer(args.tokenizer)
-    check_fits_uint16(tok, args.tokenizer)
     eos = eos_id(tok, args.tokenizer)
-    tok_hash = tokenizer_hash(args.tokenizer)
-    shards = list_shards(args.input)
-    for s in shards:
-        open_shard(s)  # a shard without id/text fails here, in one line, before any work
-
-    tok_manifest = Path(args.tokenizer).parent / MANIFEST
-    config = {"val_ratio": args.val_ratio, "seed": args.seed, "encoder": args.encoder,
-              "dtype": "uint16", "tokenizer_xxh3_128": tok_hash, "task_mb": args.task_mb}
-    run = StageRun("pack_parallel", args.output, config,
-                   input_manifest=Path(args.input) / MANIFEST,
-                   extra_inputs={"tokenizer": tok_manifest} if tok_manifest.exists() else None,
-                   manifest_name=MANIFEST_NAME, files_into=True,
-                   reuse_current=not args.force)
-    if run.current:   # train.bin and val.bin are what this run would write: keep them
-        print(run.current_line())
-        print(f"its report: {Path(args.output) / REPORT_DIR}/")
-        return 0
-    if run.resumed:
-        print(f"resuming in {run.staging}", file=sys.stderr)
-
     with run.phase("split"):
-        threshold, n_docs, n_val = val_threshold(shards, args.val_ratio, args.seed)
-    with run.phase("check_encoder"):
-        kind, enc_info = choose_encoder(args.tokenizer, args.encoder,
-                                        sample_texts(shards, args.check_bytes))
-    units = plan_units(shards, args.task_mb)
-    print(f"pack: {describe(units)}", file=sys.stderr)
-    run.parallel("encode", pack_unit, len(units), args,
-                 total_docs=sum(u.rows for u in units),
-                 total_bytes=sum(u.text_bytes for u in units),
-                 units=[u.to_dict() for u in units], staging=str(run.staging),
-                 tokenizer=str(args.tokenizer), encoder=kind, seed=args.seed,
-                 threshold=threshold, batch_rows=args.batch_rows)
-    results = load_task_results(run.staging, "pack", len(units))
-    with run.phase("concatenate"):
+        threshold, n_docs, n_val = packing.val_threshold(run.shards, args.val_ratio, args.seed)
+    kind, enc_info = fast_or_hf(args)
+    texts = packing.sample_texts(run.shards, args.check_bytes) if kind != "hf" else []
+    results = encode(run, kind, threshold, texts)
+    bad = first_mismatch(results)
+    if bad is not None:   # the fast encoder differs from HF on the sample
+        why = f"{kind} ids differ from HF on sample document {bad[0]} ({bad[1]!r})"
+        if args.encoder != "auto":
+            raise StageError(f"--encoder {kind}: {why}")
+        print(f"warning: {why}; encoding with HF tokenizers (slower)", file=sys.stderr)
+        kind, enc_info = "hf", {**enc_info, "fallback": why}
+        results = encode(run, kind, threshold, [], phase="encode_hf")
+    enc_info["check_seconds"] = round(sum(r["check"]["seconds"] for r in results), 3)
+    with run.phase("concatenate"):                                       # 5.5: concat
         outs, digests = {}, {}
         for s in ("train", "val"):
-            outs[s], digests[s] = concat_parts(run.staging, s, len(units))
+            outs[s] = run.staging / f"{s}.bin"
+            digests[s] = packing.concat_parts(
+                [part_path(run.staging, s, r) for r in range(len(run.units))], outs[s])
 
-    counts = merge_counts(results, n_docs, n_val, eos, kind, tok, args.tokenizer, tok_hash,
-                          args.output)
+    counts = merge_counts(results, n_docs, n_val, eos, kind, tok, args.tokenizer,
+                          tokenizer_hash(args.tokenizer), args.output)
     for s, p in outs.items():  # the .bin must hold exactly the tokens the tasks reported
         if p.stat().st_size != 2 * counts[s]["tokens"]:
             raise StageError(f"{p}: {p.stat().st_size} bytes but tasks reported "
@@ -425,9 +189,44 @@ def main(argv: list[str] | None = None) -> int:
              for s in ("train", "val")]
     # verify.py reads the val ids: listed, so a pack without them is not current
     files.append(file_record(run.staging / VAL_IDS, name=VAL_IDS))
-    run.commit(files, counts, extra={"encoder": enc_info}, report_dir=REPORT_DIR)
-    print(summary(counts, run.timings, args.output))
-    return 0
+    return Output(files, counts, extra={"encoder": enc_info}, report_dir=REPORT_DIR,
+                  summary=[summary(counts, run.staged.timings, args.output)])
+
+
+def fast_or_hf(args) -> tuple[str, dict]:
+    """The encoder to try: the fast one asked for (auto: numba) when the tokenizer converts
+    to it; else HF, with a warning (an explicitly requested fast encoder that cannot be
+    used is an error instead)."""
+    info = {"requested": args.encoder}
+    if args.encoder == "hf":
+        return "hf", info
+    kind = "numba" if args.encoder == "auto" else args.encoder
+    try:  # built once here, so a conversion failure is one line before any work
+        get_encoder(args.tokenizer, kind)
+    except NotConvertible as e:
+        if args.encoder != "auto":
+            raise
+        print(f"warning: {e}; encoding with HF tokenizers (slower)", file=sys.stderr)
+        return "hf", {**info, "fallback": e.why}
+    return kind, info
+
+
+def encode(run: Run, kind: str, threshold: int, texts: list[str],
+           phase: str = "encode") -> list[dict]:
+    """The encode phase: one task per unit, each checking its share of `texts` first."""
+    a = run.args
+    save_arrow(run.staging / WORK / "check.arrow", pa.table({"text": pa.array(texts, pa.string())}))
+    run.parallel(phase, pack_unit, units=run.unit_dicts(), staging=str(run.staging),
+                 tokenizer=str(a.tokenizer), encoder=kind, seed=a.seed, threshold=threshold,
+                 batch_rows=a.batch_rows)
+    return run.results("pack")
+
+
+def first_mismatch(results: list[dict]) -> list | None:
+    """The first sample document (in the sample's order) on which a task's fast encoder
+    differed from HF, as [index, start of its text]; None when all agreed."""
+    found = [r["check"]["differs"] for r in results if r["check"]["differs"]]
+    return min(found, key=lambda d: d[0]) if found else None
 
 
 def merge_counts(results: list[dict], n_docs: int, n_val: int, eos: int, kind: str, tok,
@@ -504,6 +303,65 @@ def summary(counts: dict, timings: dict, output: str) -> str:
         f"wrote {output}/train.bin, {output}/val.bin, {output}/{MANIFEST_NAME} and "
         f"{output}/{REPORT_DIR}/ (pack_stats, val_ids.txt)",
     ])
+
+
+def flags(p, argv) -> None:
+    p.add_argument("--tokenizer", default=str(layout.TOKENIZER),
+                   help="default: data/tokenizer/tokenizer.json")
+    p.add_argument("--val-ratio", type=float, default=0.001,
+                   help="share of documents for val.bin, at least one (default 0.001)")
+    p.add_argument("--seed", type=int, default=42, help="seed of the val split (default 42)")
+    p.add_argument("--encoder", choices=["auto", "numba", "tiktoken", "hf"], default="auto",
+                   help="auto: the compiled BPE (numba) if it converts and matches HF on a "
+                        "sample, else HF; tiktoken: the same vocabulary in tiktoken")
+    p.add_argument("--check-bytes", type=int, default=1_000_000,
+                   help="text compared between the fast encoder and HF (default 1 MB)")
+    p.add_argument("--batch-rows", type=int, default=1024,
+                   help="documents encoded per batch: bounds each task's memory")
+
+
+def check(a) -> None:
+    if not 0 < a.val_ratio < 1:
+        raise StageError(f"--val-ratio {a.val_ratio}: must be between 0 and 1")
+    if not 0 <= a.seed < 2 ** 64:
+        raise StageError(f"--seed {a.seed}: must be between 0 and 2**64-1")
+    if a.batch_rows <= 0 or a.check_bytes < 0:
+        raise StageError("--batch-rows must be positive and --check-bytes non-negative")
+    # 4.6: refuse a vocabulary that does not fit uint16 before touching anything else
+    tok = load_tokenizer(a.tokenizer)
+    check_fits_uint16(tok, a.tokenizer)
+    eos_id(tok, a.tokenizer)
+
+
+def extra_inputs(a) -> dict:
+    """The tokenizer's manifest, when it has one: a retrained tokenizer makes this stale."""
+    m = Path(a.tokenizer).parent / MANIFEST
+    return {"tokenizer": m} if m.exists() else {}
+
+
+def config(run: Run) -> dict:
+    a = run.args
+    return {"val_ratio": a.val_ratio, "seed": a.seed, "encoder": a.encoder,
+            "dtype": "uint16", "tokenizer_xxh3_128": tokenizer_hash(a.tokenizer),
+            "task_mb": a.task_mb}
+
+
+def space(run: Run) -> int:
+    """2 bytes per token, in the parts and then in train.bin: about twice 0.8 bytes per
+    byte of text (at 2.5 text bytes per token; Chinese takes fewer)."""
+    return int(2 * 0.8 * run.total_bytes)
+
+
+STAGE = Stage("pack_parallel", __doc__, run, flags=flags, check=check, config=config,
+              space=space, reads=layout.DEDUP, writes=layout.DATA,
+              output_help="folder for train.bin, val.bin, pack_manifest.json (default: data)",
+              reuse_current=True, files_into=True, manifest_name=MANIFEST_NAME,
+              extra_inputs=extra_inputs,
+              current_note=lambda run: f"its report: {Path(run.args.output) / REPORT_DIR}/")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return STAGE.main(argv)
 
 
 if __name__ == "__main__":

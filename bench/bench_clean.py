@@ -63,13 +63,13 @@ def fasttext_model():
     """The real fastText, as the tutorial (and the reference) uses it."""
     import fasttext
 
-    import clean
+    from algorithms import langid
 
     try:  # load_model prints a deprecation warning on every load
         fasttext.FastText.eprint = lambda *a, **k: None
     except AttributeError:
         pass
-    return fasttext.load_model(str(clean.default_lid_model()))
+    return fasttext.load_model(str(langid.default_lid_model()))
 
 
 def reference(model, texts: list[str]) -> tuple[int, list[bool]]:
@@ -87,21 +87,22 @@ def reference(model, texts: list[str]) -> tuple[int, list[bool]]:
 
 def ours(model, block, th) -> tuple[int, object, object]:
     """One clean.py batch: (kept, outcome codes, the signals measured)."""
-    import clean
+    from algorithms import cleaning
 
     col = block.column(0)
-    sig = clean.Signals.measure(col)
-    lid = clean.LidCalls(model, sig, lambda i: col[i].as_py() or "", th.lid_chars, lambda: col)
-    code = clean.outcomes(th, sig, lid)
-    return int((code == clean.KEPT).sum()), code, sig
+    sig = cleaning.Signals.measure(th.signals(), col)
+    lid = cleaning.LidCalls(model, sig, lambda i: col[i].as_py() or "", th.lid_chars, lambda: col)
+    code = cleaning.Decider(th, sig, lid).outcomes()
+    return int((code == len(th.rules)).sum()), code, sig
 
 
 def our_lang_ok(code) -> list[bool | None]:
     """Our language decision for each document that reached the language rule (None for
     the ones an earlier rule removed: the reference is compared on the rest)."""
-    import clean
+    from algorithms import cleaning
 
-    return [None if c < clean.LANG else bool(c == clean.KEPT) for c in code]
+    lang, kept = len(cleaning.TUTORIAL) - 1, len(cleaning.TUTORIAL)
+    return [None if c < lang else bool(c == kept) for c in code]
 
 
 def run(corpus_texts: list[str], quick: bool = False, lid_chars: int | None = None) -> dict:
@@ -109,11 +110,11 @@ def run(corpus_texts: list[str], quick: bool = False, lid_chars: int | None = No
     target, ok}. quick: one pass, no warm-up (for the smoke test)."""
     import pyarrow as pa
 
-    import clean
+    from algorithms import cleaning, langid
 
-    th = clean.Thresholds() if lid_chars is None else clean.Thresholds(lid_chars=lid_chars)
+    th = cleaning.Recipe() if lid_chars is None else cleaning.Recipe(lid_chars=lid_chars)
     ft = fasttext_model()
-    fast = clean.load_lid(clean.default_lid_model())
+    fast = langid.load_lid(langid.default_lid_model())
     blocks = [pa.table({"text": pa.array(corpus_texts[s:s + BLOCK_DOCS], pa.string())})
               for s in range(0, len(corpus_texts), BLOCK_DOCS)]
     if not quick:  # warm caches and compiled code for both sides

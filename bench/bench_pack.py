@@ -69,10 +69,11 @@ def raw_tiktoken(enc, texts: list[str]) -> int:
 
 def our_pack(tokenizer: str, shard: Path, staging: Path, encoder: str = "numba") -> int:
     import pack_parallel as pp
+    from algorithms import packing
 
     from pipeline.units import plan_units
 
-    pp._ENCODERS.clear()  # load the tokenizer inside the timed region, as a task does
+    packing._ENCODERS.clear()  # load the tokenizer inside the timed region, as a task does
     units = [u.to_dict() for u in plan_units([shard], task_mb=1e6)]  # one task, like before
     pp.pack_unit(0, 1, units=units, staging=str(staging), tokenizer=tokenizer,
                  encoder=encoder, seed=42, threshold=0, batch_rows=1024)

@@ -27,7 +27,7 @@ def corpus_texts(mb: float, corpus: Path = CORPUS, quick: bool = False,
 
     texts: list[str] = []
     if inputs:
-        from download_data import Skips, expand_inputs, read_sources
+        from pipeline.sources import Skips, expand_inputs, read_sources
 
         for spec in inputs:
             for t in read_sources(expand_inputs(spec), Skips()):

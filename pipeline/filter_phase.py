@@ -11,7 +11,6 @@ read every row anyway, for the values of a few rows the report shows (`Picked`).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -21,31 +20,7 @@ from .arrays import combine, from_numpy
 from .progress import task_progress
 from .task_results import save_task_result
 from .units import Unit, fetch_column, filter_recipe, filter_unit, previous_files
-
-WORK = "_work"   # the stage's work files, inside its staging folder
-
-
-def save_npy(path: str | os.PathLike, arr: np.ndarray) -> None:
-    """np.save via a temporary name, so a killed task never leaves a half file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.npy")
-    np.save(tmp, arr)
-    os.replace(tmp, path)
-
-
-def save_arrow(path: Path, table: pa.Table) -> None:
-    """A small Arrow file (uncompressed, memory-mappable), written atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with pa.OSFile(str(tmp), "wb") as f, pa.ipc.new_file(f, table.schema) as w:
-        w.write_table(table)
-    os.replace(tmp, path)
-
-
-def load_arrow(path: Path) -> pa.Table:
-    return pa.ipc.open_file(pa.memory_map(str(path))).read_all()
-
+from .work_files import WORK, load_arrow, save_arrow, save_npy
 
 def keep_mask(dup: np.ndarray, lo: int, hi: int) -> np.ndarray:
     """Which of the documents lo..hi-1 (global indices) are not in the sorted array dup."""

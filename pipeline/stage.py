@@ -54,11 +54,12 @@ class Output:
 
     files: the file records of the output (pipeline.shards.file_record); counts: what the
     manifest records under "counts" (a filtering stage's must balance: docs_in = docs_out
-    + removed); extra: more manifest keys; summary: lines printed after the commit."""
+    + removed); extra: more manifest keys; summary: lines printed after the commit (or
+    functions giving them, for lines that read the committed output)."""
     files: list[dict]
     counts: dict
     extra: dict | None = None
-    summary: list[str] = field(default_factory=list)
+    summary: list = field(default_factory=list)
     report_dir: str = "report"
 
 
@@ -74,7 +75,7 @@ class Run:
         self.input = Path(args.input) if getattr(args, "input", None) else None
         self.output = Path(args.output)
         self.offsets = unit_offsets(units)
-        self.notes: list[str] = []
+        self.source: dict | None = None   # what a stage's config found out (download's)
 
     # what every task of a phase over the units needs
     @property
@@ -124,7 +125,7 @@ class Stage:
     """A stage: its name, its help text, and the functions its script supplies.
 
     run(run) -> Output: the tutorial's steps (required).
-    flags(parser): the stage's own flags. check(args): refuse bad flags with a StageError.
+    flags(parser, argv): the stage's own flags. check(args): refuse bad flags with a StageError.
     config(run) -> dict: every setting that decides the output's bytes (the manifest's
         "config"; a rerun with the same input and config resumes or is current).
     space(run) -> int: bytes the run writes (staging folder and kept stores), for the
@@ -157,7 +158,7 @@ class Stage:
         self.after_commit = after_commit
 
     # -- 1. flags ---------------------------------------------------------------------
-    def parser(self) -> argparse.ArgumentParser:
+    def parser(self, argv: list[str] | None = None) -> argparse.ArgumentParser:
         p = argparse.ArgumentParser(description=self.doc.split("\n\n")[0],
                                     formatter_class=argparse.RawDescriptionHelpFormatter,
                                     epilog=self.doc.split("\n\n", 1)[1] if "\n\n" in self.doc
@@ -167,15 +168,15 @@ class Stage:
                            help=self.input_help or f"default: {self.reads}")
         p.add_argument("--output", default=str(self.writes),
                        help=self.output_help or f"default: {self.writes}")
-        if self.flags_fn:
-            self.flags_fn(p)
+        if self.flags_fn:   # argv: a stage whose flags depend on one of them (clean's --rules)
+            self.flags_fn(p, argv)
         if self.reuse_current:
             add_force_arg(p)
         add_executor_args(p)
         return p
 
     def parse(self, argv: list[str] | None) -> argparse.Namespace:
-        args = self.parser().parse_args(argv)
+        args = self.parser(argv).parse_args(argv)
         if args.workers < 1:
             raise StageError("--workers must be at least 1")
         if self.reads is not None and Path(args.input).resolve() == Path(args.output).resolve():
@@ -251,6 +252,7 @@ class Stage:
         if self.after_commit:
             self.after_commit(run)
         for line in out.summary:   # notes and warnings to stderr, the rest to stdout
+            line = line() if callable(line) else line   # what reads the committed output
             print(line, file=sys.stderr if line.startswith(("note:", "WARNING")) else sys.stdout)
         return 0
 

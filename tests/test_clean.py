@@ -18,6 +18,7 @@ import pytest
 from conftest import SAMPLE, run_script
 
 import clean
+from algorithms import cleaning, langid
 from pipeline.errors import StageError
 from pipeline.shards import list_shards
 from pipeline.staging import StageRun
@@ -35,7 +36,7 @@ def sample_rows() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def model():
-    return clean.load_lid(clean.default_lid_model())
+    return langid.load_lid(langid.default_lid_model())
 
 
 @pytest.fixture(scope="module")
@@ -69,67 +70,67 @@ def test_dup_lines_keeps_prose_with_paragraph_breaks(sample_rows, model):
     trapped = [t for t in prose if _tutorial_dup_ratio(t) > 0.30]
     assert len(trapped) > len(prose) // 3
     # ... ours counts non-blank lines only and keeps every one of them
-    assert all(clean.dup_line_share(t) <= 0.30 for t in prose)
-    assert all(clean.first_rule(t, clean.Thresholds(), model)[0] is None for t in trapped)
+    assert all(cleaning.dup_line_share(t) <= 0.30 for t in prose)
+    assert all(cleaning.first_rule(t, cleaning.Recipe(), model)[0] is None for t in trapped)
 
 
 def test_dup_lines_catches_repeated_navigation():
     body = [f"Paragraph {i} explains one more detail of the configuration file." for i in range(6)]
     nav = "Home | About | Contact"
     text = "\n\n".join(x for b in body for x in (b, nav))
-    assert clean.dup_line_share(text) == pytest.approx(5 / 12)
-    assert clean.dup_line_share("\n\n\n") == 0.0
+    assert cleaning.dup_line_share(text) == pytest.approx(5 / 12)
+    assert cleaning.dup_line_share("\n\n\n") == 0.0
 
 
 def test_char_repeat_matches_the_tutorial_regex(sample_rows):
     rx = re.compile(r"(.)\1{50,}", re.S)
     texts = [r["text"] for r in sample_rows] + ["a" * 51, "a" * 50, "", "=" * 80 + "\ntext"]
     for t in texts:
-        assert (clean.longest_char_run(t) > 50) == bool(rx.search(t)), t[:80]
-    assert clean.longest_char_run("xx" + "=" * 80 + "yy") == 80
+        assert (cleaning.longest_char_run(t) > 50) == bool(rx.search(t)), t[:80]
+    assert cleaning.longest_char_run("xx" + "=" * 80 + "yy") == 80
 
 
 def test_low_alnum_counts_chinese_the_isascii_trap(sample_rows):
     zh = [r["text"] for r in sample_rows if r["planted"] == "" and r["lang"] == "zh"]
     assert len(zh) > 300
     # str.isalnum() is true for Chinese characters: the Chinese corpus passes low_alnum
-    assert all(clean.alnum_share(t) >= 0.5 for t in zh)
+    assert all(cleaning.alnum_share(t) >= 0.5 for t in zh)
     # the slip of 2.3, `c.isascii() and c.isalnum()`, would remove nearly all of it
     ascii_share = [sum(c.isascii() and c.isalnum() for c in t) / len(t) for t in zh]
     assert sum(s < 0.5 for s in ascii_share) > 0.9 * len(zh)
-    assert clean.alnum_share("机器学习是人工智能的一个分支") == 1.0
-    assert clean.alnum_share("|---|---|") == 0.0
+    assert cleaning.alnum_share("机器学习是人工智能的一个分支") == 1.0
+    assert cleaning.alnum_share("|---|---|") == 0.0
 
 
 def test_language_id_offline_on_real_text(sample_rows, model):
-    th = clean.Thresholds()
+    th = cleaning.Recipe()
     for lang in ("en", "zh", "ja", "de", "fr"):
         docs = [r["text"] for r in sample_rows if r["lang"] == lang and len(r["text"]) > 600][:10]
         assert docs, lang
-        got = [clean.detect_lang(model, t, th) for t in docs]
+        got = [cleaning.detect_lang(model, t, th) for t in docs]
         right = sum(g[0] == lang for g in got)
         assert right >= 0.9 * len(docs), (lang, got)
     # newlines are replaced before predict (fastText refuses them)
-    assert clean.predict_lang(model, "第一行。\n\n第二行是中文的文本，用于测试。")[0] == "zh"
+    assert langid.predict_lang(model, "第一行。\n\n第二行是中文的文本，用于测试。")[0] == "zh"
 
 
 def test_end_sampling_agrees_with_full_text(sample_rows, model):
     """--lid-chars only skips the middle of a document both of whose ends are confidently
     accepted; on the sample it decides like full-text prediction for every document."""
-    sampled, full = clean.Thresholds(), clean.Thresholds(lid_chars=0)
+    sampled, full = cleaning.Recipe(lid_chars=200), cleaning.Recipe(lid_chars=0)
     reach = [r["text"] for r in sample_rows
-             if clean.first_rule(r["text"], full, model)[0] in (None, "lang")]
+             if cleaning.first_rule(r["text"], full, model)[0] in (None, "lang")]
     assert len(reach) > 1000
-    differ = [t[:60] for t in reach if (clean.first_rule(t, sampled, model)[0] is None)
-              != (clean.first_rule(t, full, model)[0] is None)]
+    differ = [t[:60] for t in reach if (cleaning.first_rule(t, sampled, model)[0] is None)
+              != (cleaning.first_rule(t, full, model)[0] is None)]
     assert differ == []
     long_docs = sum(len(t) > 2 * sampled.lid_chars for t in reach)
     assert long_docs > len(reach) // 2  # the shortcut is really exercised
 
 
 def test_every_planted_problem_caught_by_its_rule(sample_rows, model):
-    th = clean.Thresholds()
-    got = Counter((r["planted"], clean.first_rule(r["text"], th, model)[0]) for r in sample_rows)
+    th = cleaning.Recipe()
+    got = Counter((r["planted"], cleaning.first_rule(r["text"], th, model)[0]) for r in sample_rows)
     for planted, rule in MEANT_FOR.items():
         n = sum(v for (p, _), v in got.items() if p == planted)
         assert n > 0 and got[(planted, rule)] == n, (planted, got)
@@ -158,8 +159,8 @@ def test_stage_on_sample_counts_and_reports(cleaned, sample_rows):
     assert pq.read_schema(out / "part-00000.parquet") == pq.read_schema(raw_shard)
     units = plan_units(list_shards(cleaned / "raw"))
     assert sorted(p.name for p in out.glob("*.parquet")) == [u.name for u in units]
-    assert {r["rule"] for r in m["rules"]} == set(clean.RULES)
-    assert m["config"]["lid_chars"] == clean.Thresholds().lid_chars
+    assert {r["rule"] for r in m["rules"]} == {r.name for r in cleaning.TUTORIAL}
+    assert m["config"]["lid_chars"] == cleaning.Recipe().lid_chars
     assert "workers" not in m["config"]
 
     stats = json.loads((out / "report" / "clean_stats.json").read_text())
@@ -173,7 +174,7 @@ def test_stage_on_sample_counts_and_reports(cleaned, sample_rows):
     assert re.search(r"^kept\s+1,8\d\d\s+8\d\.\d\d%", stdout, re.M), stdout
     assert "alone" in stdout
 
-    for rule in clean.RULES:
+    for rule in (r.name for r in cleaning.TUTORIAL):
         ex = [json.loads(x) for x in (out / "report" / f"removed_{rule}.jsonl").read_text().splitlines()]
         assert 0 < len(ex) <= 50
         by_id = {r["id"]: r for r in sample_rows}
@@ -261,7 +262,7 @@ def test_rerun_replaces_atomically_and_marks_downstream_stale(cleaned, tmp_path)
 
 def test_lid_model_flag_takes_a_model_file(cleaned, tmp_path):
     model = tmp_path / "lid.176.ftz"
-    shutil.copy(clean.default_lid_model(), model)
+    shutil.copy(langid.default_lid_model(), model)
     run_script("clean.py", "--input", cleaned / "raw", "--output", tmp_path / "c",
                "--lid-model", model, "--lid-chars", "0", "--workers", "2")
     m = json.loads((tmp_path / "c" / "manifest.json").read_text())
@@ -303,7 +304,7 @@ def test_compiled_signals_equal_the_python_definitions(sample_rows):
     chars, dup, run, alnum = cheap_signals(col.slice(1))   # a sliced array, and a null
     for i, t in enumerate(texts[1:] + [""]):
         assert (chars[i], dup[i], run[i], alnum[i]) == (
-            len(t), clean.dup_line_share(t), clean.longest_char_run(t), clean.alnum_share(t)), t[:60]
+            len(t), cleaning.dup_line_share(t), cleaning.longest_char_run(t), cleaning.alnum_share(t)), t[:60]
 
 
 def test_histogram_by_group_equals_numpy_per_group():
@@ -311,12 +312,13 @@ def test_histogram_by_group_equals_numpy_per_group():
     group by group: edges in the right bin, the last edge in the last bin, values past
     the ends clipped into the end bins, NaN nowhere."""
     rng = np.random.default_rng(3)
-    for name, edges in clean.HIST_BINS.items():
+    kept = len(cleaning.TUTORIAL)
+    for name, edges in clean.hist_bins(cleaning.Recipe()).items():
         values = np.concatenate([rng.uniform(-1, edges[-1] * 1.5, 5000), edges, [np.nan] * 3])
-        group = rng.integers(0, clean.KEPT + 1, len(values))
-        got = clean.histogram(name, values, group, clean.KEPT + 1)
-        for g in range(clean.KEPT + 1):
+        group = rng.integers(0, kept + 1, len(values))
+        got = cleaning.histogram(edges, values, group, kept + 1)
+        for g in range(kept + 1):
             v = np.clip(values[group == g], edges[0], edges[-1])
             want = np.histogram(v[~np.isnan(v)], edges)[0]
             assert got[g].tolist() == want.tolist(), (name, g)
-        assert clean.histogram(name, values).sum() == len(values) - 3
+        assert cleaning.histogram(edges, values).sum() == len(values) - 3

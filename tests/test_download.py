@@ -14,7 +14,7 @@ from hub_server import HubServer
 from pipeline.manifest import read_manifest
 from pipeline.shards import list_shards
 
-import download_data as dd
+from pipeline.sources import write_shards
 import report
 
 PROSE = ("Data engineering turns raw web text into training tokens. Each stage reads the "
@@ -64,7 +64,7 @@ def test_local_formats_are_sharded_with_bounded_rows(tmp_path):
 def test_write_shards_bounds_bytes(tmp_path):
     t = pa.table({"id": [str(i) for i in range(50)], "text": ["x" * 1000] * 50,
                   "source": ["s"] * 50})
-    recs = dd.write_shards([t], tmp_path, "part", max_rows=1000, max_bytes=10_000)
+    recs = write_shards([t], tmp_path, "part", max_rows=1000, max_bytes=10_000)
     assert [r["rows"] for r in recs] == [10] * 5
     assert all(r["text_bytes"] <= 10_000 for r in recs)
 

@@ -15,6 +15,8 @@ import pytest
 from conftest import SAMPLE, run_script, snapshot
 
 import pack_parallel as pp
+from algorithms import packing
+from pipeline.shards import id_hashes
 from algorithms.packing_fast import BpeEncoder
 from pipeline.errors import StageError
 from algorithms.loader import get_batch
@@ -101,7 +103,7 @@ def test_tiktoken_matches_hf_on_varied_and_real_text(tok_path):
     for t in texts:
         assert tt.encode_ordinary(t) == hf_ids(hf, t), repr(t[:80])
     # and the packer's encoder (encode_to_numpy) is the same as encode_ordinary
-    enc = pp.Encoder(str(tok_path), "tiktoken")
+    enc = packing.Encoder(str(tok_path), "tiktoken")
     assert all(enc.ids(t).tolist() == tt.encode_ordinary(t) for t in VARIED)
 
 
@@ -116,7 +118,7 @@ def test_compiled_bpe_matches_hf_on_varied_and_real_text(tok_path):
     packed = enc.pack(texts, 0)
     want = [i for t in texts for i in hf_ids(hf, t) + [0]]
     assert packed.tolist() == want
-    assert pp.Encoder(str(tok_path), "numba").ids(texts[0]).tolist() == hf_ids(hf, texts[0])
+    assert packing.Encoder(str(tok_path), "numba").ids(texts[0]).tolist() == hf_ids(hf, texts[0])
 
 
 def test_compiled_bpe_stays_right_when_its_cache_is_full(tok_path):
@@ -190,45 +192,61 @@ def test_special_tokens_keep_their_ids_and_literal_eos_stays_text(tok_path):
         assert tt.encode_single_token(s) == tok.token_to_id(s)
     eos = tok.token_to_id(EOS_TOKEN)
     for kind in ("numba", "tiktoken", "hf"):
-        enc = pp.Encoder(str(tok_path), kind)
+        enc = packing.Encoder(str(tok_path), kind)
         arr = enc.pack([f"before {EOS_TOKEN} after", "second"])
         assert arr.dtype == np.uint16
         assert int((arr == eos).sum()) == 2 and arr[-1] == eos
 
 
 def test_tokenizer_that_does_not_convert_falls_back_to_hf(tok_path, tmp_path):
+    import argparse
+
     spec = json.loads(Path(tok_path).read_text())
     spec["normalizer"] = {"type": "NFKC"}
     p = tmp_path / "nfkc.json"
     p.write_text(json.dumps(spec))
     tok = load_tokenizer(p)
     assert to_tiktoken(tok) is None and BpeEncoder.from_tokenizer(tok) is None
-    kind, info = pp.choose_encoder(str(p), "auto", sample_texts(5))
+    kind, info = pp.fast_or_hf(argparse.Namespace(encoder="auto", tokenizer=str(p)))
     assert kind == "hf" and "normalizer" in info["fallback"]
     for kind in ("numba", "tiktoken"):
         with pytest.raises(StageError, match="does not convert"):
-            pp.choose_encoder(str(p), kind, sample_texts(5))
+            pp.fast_or_hf(argparse.Namespace(encoder=kind, tokenizer=str(p)))
 
 
-def test_ids_that_differ_on_the_sample_fall_back_to_hf(tok_path, monkeypatch, capsys):
+def _pack_here(raw: Path, out: Path, tok: Path, *extra) -> dict:
+    """pack_parallel.main in this process, one worker (its tasks run here too)."""
+    assert pp.main(["--input", str(raw), "--output", str(out), "--tokenizer", str(tok),
+                    "--workers", "1", *extra]) == 0
+    return json.loads((out / "pack_manifest.json").read_text())
+
+
+def test_ids_that_differ_on_the_sample_fall_back_to_hf(tok_path, sample_layout, tmp_path,
+                                                       monkeypatch, capsys):
     """A class table that disagrees with HF's regex on one letter (as a table from an
-    older Unicode version would on a newly assigned one): the check at start sees the
-    ids differ, warns and packs with HF."""
-    from algorithms import packing_fast
+    older Unicode version would on a newly assigned one): the tasks' check of the sample
+    sees the ids differ, the stage warns and packs with HF, and the output is HF's."""
+    from algorithms import packing, packing_fast as bpe
 
-    assert pp.choose_encoder(str(tok_path), "auto", sample_texts(20))[0] == "numba"
+    hf = _pack_here(sample_layout / "raw", tmp_path / "hf", tok_path, "--encoder", "hf")
+    ok = _pack_here(sample_layout / "raw", tmp_path / "ok", tok_path)
+    assert ok["counts"]["encoder"] == "numba" and ok["encoder"]["check_seconds"] > 0
     wrong = bpe.codepoint_classes().copy()
     wrong[ord("e")] = bpe.NUMBER
     monkeypatch.setattr(bpe, "_CLASSES", wrong)
-    monkeypatch.setattr(pp, "_ENCODERS", {})
-    kind, info = pp.choose_encoder(str(tok_path), "auto", sample_texts(20))
-    assert kind == "hf" and "numba ids differ from HF on sample document 0" in info["fallback"]
+    monkeypatch.setattr(packing, "_ENCODERS", {})
+    got = _pack_here(sample_layout / "raw", tmp_path / "fell", tok_path, "--check-bytes", "20000")
+    assert got["counts"]["encoder"] == "hf"
+    assert "numba ids differ from HF on sample document 0" in got["encoder"]["fallback"]
     assert "warning" in capsys.readouterr().err
+    for name in ("train.bin", "val.bin"):
+        assert (tmp_path / "fell" / name).read_bytes() == (tmp_path / "hf" / name).read_bytes()
     with pytest.raises(StageError, match="--encoder numba: numba ids differ"):
-        pp.choose_encoder(str(tok_path), "numba", sample_texts(20))
+        _pack_here(sample_layout / "raw", tmp_path / "stop", tok_path, "--encoder", "numba",
+                   "--check-bytes", "20000")
 
 
-def test_tiktoken_that_differs_is_refused_when_asked_for(tok_path, tmp_path):
+def test_tiktoken_that_differs_is_refused_when_asked_for(tok_path, sample_layout, tmp_path):
     # reversed merge priorities: HF now merges in another order than the ids (ranks) say
     spec = json.loads(Path(tok_path).read_text())
     spec["model"]["merges"] = spec["model"]["merges"][::-1]
@@ -236,8 +254,10 @@ def test_tiktoken_that_differs_is_refused_when_asked_for(tok_path, tmp_path):
     p.write_text(json.dumps(spec))
     assert to_tiktoken(load_tokenizer(p)) is not None  # it converts, but is not equivalent
     with pytest.raises(StageError, match="--encoder tiktoken: tiktoken ids differ"):
-        pp.choose_encoder(str(p), "tiktoken", sample_texts(20))
-    assert pp.choose_encoder(str(p), "auto", sample_texts(20))[0] == "numba"
+        _pack_here(sample_layout / "raw", tmp_path / "tt", p, "--encoder", "tiktoken",
+                   "--check-bytes", "20000")
+    assert _pack_here(sample_layout / "raw", tmp_path / "auto", p,
+                      "--check-bytes", "20000")["counts"]["encoder"] == "numba"
 
 
 # --------------------------------------------------------------------------------------
@@ -288,9 +308,9 @@ def test_val_split_by_document_seeded_and_independent_of_sharding(packed, sample
     assert (out / "val.bin").read_bytes() == (packed / "val.bin").read_bytes()
     # another ratio and seed: more val documents, none of them in train
     ids = [i for i, _ in docs]
-    thr, n, n_val = pp.val_threshold(sorted((sample_layout / "raw").glob("*.parquet")), 0.05, 7)
+    thr, n, n_val = packing.val_threshold(sorted((sample_layout / "raw").glob("*.parquet")), 0.05, 7)
     assert n == len(docs) and n_val == int(len(docs) * 0.05)
-    assert int((pp.id_hashes(list(ids), 7) <= np.uint64(thr)).sum()) == n_val
+    assert int((id_hashes(list(ids), 7) <= np.uint64(thr)).sum()) == n_val
 
 
 def test_byte_identical_for_any_workers_and_reruns(packed, sample_layout, tok_path, tmp_path):
@@ -374,7 +394,7 @@ def test_memory_is_bounded_by_the_batch_not_the_shard(tok_path, tmp_path, kind):
     texts = sample_texts() * 2
     shard = tmp_path / "part-00000.parquet"
     pq.write_table(pa.table({"id": [f"d{i}" for i in range(len(texts))], "text": texts}), shard)
-    pp.get_encoder(str(tok_path), kind)  # tokenizer (and piece cache) loaded outside the measurement
+    packing.get_encoder(str(tok_path), kind)  # tokenizer (and piece cache) loaded outside the measurement
     tracemalloc.start()
     units = [u.to_dict() for u in plan_units([shard], task_mb=1e6)]
     pp.pack_unit(0, 1, units=units, staging=str(tmp_path / "st"), tokenizer=str(tok_path),

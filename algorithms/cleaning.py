@@ -1,0 +1,697 @@
+"""Cleaning (tutorial section 2): rules that each measure one number per document and
+remove it past a threshold, counted rule by rule.
+
+The tutorial's `is_clean` (2.3), which this module follows, with one deliberate change
+(dup_lines counts non-blank lines; `text.split("\\n")` with blank lines in counts the
+empty lines between paragraphs as duplicates, and removed 372 of 497 Python
+documentation pages in our measurement):
+
+    def is_clean(text):
+        if len(text) < 200:                               -> too_short
+        lines = text.split("\\n")
+        if 1 - len(set(lines)) / len(lines) > 0.30:       -> dup_lines
+        if re.search(r"(.)\\1{50,}", text):                -> char_repeat
+        if sum(c.isalnum() for c in text) / len(text) < 0.50:   -> low_alnum
+        (language ID: confidence < 0.8, or not a wanted language)  -> lang
+
+Part 1 below is that, in plain Python. Part 2 declares each rule once -- its name, what
+it measures, its default threshold and direction, its flag, its histogram and the
+languages it applies to -- and everything else (the flags, the first-rule accounting,
+the kept signals, sweeps, the report) is derived from the declaration. Part 3 decides,
+from the measured signals alone, which rule removes each document; it is what the stage
+runs, on whole batches, with the signals measured in compiled code
+(algorithms/cleaning_fast.py gives exactly part 1's numbers, tested).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.arrays import from_numpy, strings, to_numpy
+
+# --------------------------------------------------------------------------------------
+# Part 1: the tutorial's rules in plain Python, one number each.
+# --------------------------------------------------------------------------------------
+
+
+def dup_line_share(text: str) -> float:
+    """Share of non-blank lines that repeat an earlier line (after stripping spaces).
+
+    Blank lines are left out on purpose: prose separates paragraphs with them, and
+    counting them turns every third paragraph break into a "duplicate line".
+    """
+    lines = [s for s in map(str.strip, text.split("\n")) if s]
+    if not lines:
+        return 0.0
+    return 1.0 - len(set(lines)) / len(lines)
+
+
+def codepoints(text: str) -> np.ndarray:
+    """The text as an array of Unicode code points (one C-speed pass, no Python loop)."""
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def longest_run_cp(cps: np.ndarray) -> int:
+    """Length of the longest run of one repeated code point."""
+    if cps.size == 0:
+        return 0
+    breaks = np.flatnonzero(cps[1:] != cps[:-1])  # a run ends at each break
+    ends = np.concatenate(([-1], breaks, [cps.size - 1]))
+    return int(np.diff(ends).max())
+
+
+def longest_char_run(text: str) -> int:
+    """Longest run of one character, e.g. 80 for a line of 80 '='.
+
+    The tutorial's `re.search(r"(.)\\1{50,}", text)` finds a run longer than 50; the
+    length itself is more useful in the report, and numpy finds it faster than the regex.
+    """
+    return longest_run_cp(codepoints(text))
+
+
+_ALNUM: np.ndarray | None = None
+
+
+def alnum_table() -> np.ndarray:
+    """str.isalnum() for every code point, built once per process (1.1 MB, ~0.1 s).
+
+    isalnum() is true for Chinese characters, which is what keeps a Chinese corpus alive;
+    `c.isascii() and c.isalnum()` would be 0 for all of them (the trap of 2.3).
+    """
+    global _ALNUM
+    if _ALNUM is None:
+        _ALNUM = np.fromiter((chr(i).isalnum() for i in range(0x110000)), dtype=np.bool_,
+                             count=0x110000)
+    return _ALNUM
+
+
+def alnum_share_cp(cps: np.ndarray) -> float:
+    if cps.size == 0:
+        return 0.0
+    return float(np.count_nonzero(alnum_table()[cps])) / cps.size
+
+
+def alnum_share(text: str) -> float:
+    """Share of characters that are letters or digits in any script (str.isalnum)."""
+    return alnum_share_cp(codepoints(text))
+
+
+# --------------------------------------------------------------------------------------
+# Part 2: a rule, declared once.
+# --------------------------------------------------------------------------------------
+
+class Pass:
+    """One pass over a batch of texts that measures several signals at once (a compiled
+    scan, say): `fn(texts) -> {signal: array}`. Rules name their signal in it with
+    `pass_["name"]`; a batch runs each pass once, however many rules read it."""
+
+    def __init__(self, fn: Callable[[pa.Array], dict[str, np.ndarray]], version: str):
+        self.fn, self.version = fn, version
+
+    def __getitem__(self, key: str) -> "Measure":
+        return Measure(self, key)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A rule's signal: `key` of a Pass's result."""
+    source: Pass
+    key: str
+
+
+def _source_version(fn: Callable) -> str:
+    """A user's measure function is known by its code: editing it invalidates what was
+    kept of it."""
+    try:
+        code = inspect.getsource(fn)
+    except (OSError, TypeError):
+        code = getattr(fn, "__qualname__", repr(fn))
+    return hashlib.sha1(code.encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One cleaning rule.
+
+    name:        what the table counts its removals under ("too_short")
+    description: one sentence for --help and the report
+    signal:      the name of the number it measures ("chars"), a column of the kept signals
+    measure:     a function over a batch of texts (pyarrow strings) returning one number
+                 per document, or a Measure of a shared Pass
+    threshold:   the default
+    removes:     "below" (value < threshold removes the document) or "above" (value >)
+    flag:        its command-line flag ("--min-chars"); the config key is the flag's name
+    kind:        int or float (how the threshold and the values are read and shown)
+    bins, scale: the report's histogram edges, and "linear" or "log"
+    languages:   the languages it applies to (None: every language); a document of
+                 another language is never removed by it
+    shows:       how the report writes the threshold ("< {t} chars"; {t} is the value)
+    valid:       (lowest, highest) allowed threshold, None for no bound
+    """
+    name: str
+    description: str
+    signal: str
+    measure: Callable | Measure | None
+    threshold: float
+    removes: str
+    flag: str
+    kind: type = float
+    bins: tuple = ()
+    scale: str = "linear"
+    languages: tuple[str, ...] | None = None
+    shows: str = ""
+    valid: tuple = (None, None)
+    version: str = "1"
+
+    def __post_init__(self):
+        if self.removes not in ("below", "above"):
+            raise ValueError(f"rule {self.name}: removes must be 'below' or 'above'")
+
+    @property
+    def key(self) -> str:
+        """The config key (and --sweep name): the flag without dashes."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def signal_version(self) -> str:
+        """What the kept signal depends on: the rule's declared version, and for a user's
+        function its code."""
+        m = self.measure
+        if isinstance(m, Measure):
+            return f"{m.source.version}"
+        return f"{self.version}:{_source_version(m)}" if m is not None else self.version
+
+    def removed(self, values: np.ndarray, threshold) -> np.ndarray:
+        """Which of `values` this rule removes at `threshold` (a number, or an array of
+        per-document thresholds)."""
+        return values < threshold if self.removes == "below" else values > threshold
+
+    def threshold_text(self, t) -> str:
+        if isinstance(t, dict):
+            return "; ".join(f"{lang}: {self.threshold_text(v)}" for lang, v in t.items())
+        shown = f"{t:g}" if isinstance(t, float) else str(t)
+        op = "<" if self.removes == "below" else ">"
+        return self.shows.format(t=shown, op=op) if self.shows else f"{self.signal} {op} {shown}"
+
+    def value_of(self, v) -> int | float:
+        return int(v) if self.kind is int else round(float(v), 4)
+
+
+@dataclass(frozen=True)
+class LanguageRule(Rule):
+    """The lang rule: fastText's language and confidence (algorithms.langid), measured
+    only for the documents a decision reaches; removes a document whose confidence is
+    below the threshold or whose language is not one of the wanted ones."""
+
+
+def _scan(texts: pa.Array) -> dict[str, np.ndarray]:
+    """The tutorial's four signals in one compiled pass (algorithms.cleaning_fast)."""
+    from .cleaning_fast import cheap_signals   # numba: imported only when measuring
+
+    chars, dup, run, alnum = cheap_signals(texts)
+    return {"chars": chars, "dup_line_share": dup, "longest_run": run, "alnum_share": alnum}
+
+
+TUTORIAL_SCAN = Pass(_scan, version="1")
+SHARE_BINS = tuple(np.round(np.linspace(0.0, 1.0, 51), 4).tolist())
+LANG_CONF = "lang_conf"     # the language decision's confidence: the lang rule's signal
+
+# The tutorial's table in 2.2, in its order: a document is counted under the first rule
+# that removes it, and the cheap rules come first so a removed document never reaches
+# fastText.
+TUTORIAL = (
+    Rule("too_short", "fewer characters than this: titles and menu items", "chars",
+         TUTORIAL_SCAN["chars"], 200, "below", "--min-chars", int,
+         bins=tuple([0.0] + np.round(np.logspace(1, 7, 61)).tolist()), scale="log",
+         shows="< {t} chars", valid=(0, None)),
+    Rule("dup_lines", "more than this share of the non-blank lines repeat an earlier one: "
+         "navigation bars and footers left by text extraction", "dup_line_share",
+         TUTORIAL_SCAN["dup_line_share"], 0.30, "above", "--max-dup-lines", float,
+         bins=SHARE_BINS, shows="> {t} of non-blank lines", valid=(0, 1)),
+    Rule("char_repeat", "one character repeated more than this many times in a row: "
+         "==== separators and crawler garbage", "longest_run", TUTORIAL_SCAN["longest_run"],
+         50, "above", "--max-char-run", int,
+         bins=tuple([0.0] + np.round(np.logspace(0, 5, 51)).tolist()), scale="log",
+         shows="run > {t}", valid=(1, None)),
+    Rule("low_alnum", "letters and digits (Chinese characters count) below this share of "
+         "the text: tables, code dumps, mojibake", "alnum_share", TUTORIAL_SCAN["alnum_share"],
+         0.50, "below", "--min-alnum", float, bins=SHARE_BINS, shows="alnum < {t}",
+         valid=(0, 1)),
+    LanguageRule("lang", "fastText lid.176 confidence below this, or a language outside "
+                 "--languages: mixed text and gibberish", LANG_CONF, None, 0.80, "below",
+                 "--min-lang-conf", float, bins=SHARE_BINS, valid=(0, 1)),
+)
+
+PACKS: dict[str, tuple[Rule, ...]] = {"tutorial": TUTORIAL}
+
+
+def load_rules(pack: str) -> tuple[Rule, ...]:
+    """The rules of a pack: a built-in name (PACKS), or the path of a Python file of your
+    own that defines RULES, a list of Rule."""
+    if pack in PACKS:
+        return PACKS[pack]
+    import importlib.util
+    from pathlib import Path
+
+    from pipeline.errors import StageError
+
+    path = Path(pack)
+    if path.suffix != ".py" or not path.is_file():
+        raise StageError(f"--rules {pack}: neither a rule pack ({', '.join(PACKS)}) nor a "
+                         "Python file of rules")
+    spec = importlib.util.spec_from_file_location(f"user_rules_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:   # the user's code: any error is theirs to see in one line
+        raise StageError(f"--rules {pack}: {type(e).__name__}: {e}") from None
+    rules = getattr(module, "RULES", None)
+    if not rules or not all(isinstance(r, Rule) for r in rules):
+        raise StageError(f"--rules {pack}: the file must define RULES, a list of "
+                         "algorithms.cleaning.Rule")
+    return tuple(rules)
+
+
+# --------------------------------------------------------------------------------------
+# A recipe: the rules a run applies, in order, and their thresholds.
+# --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Recipe:
+    """Which rules run, in order, with which thresholds: everything that decides which
+    documents survive (all of it goes in the manifest's config). A threshold is a number,
+    or per language a tuple of (language, number) pairs with "*" for the others."""
+    rules: tuple[Rule, ...] = TUTORIAL
+    values: tuple[tuple[str, object], ...] = ()      # (rule name, threshold) overrides
+    languages: tuple[str, ...] = ("en", "zh")
+    lid_chars: int = 0           # 0: full text; N: both ends first (opt-in shortcut)
+    packs: tuple[str, ...] = ("tutorial",)
+
+    # -- thresholds --------------------------------------------------------------------
+    def threshold(self, rule: Rule):
+        """The rule's threshold: a number, or {language: number} ("*": the others)."""
+        for name, v in self.values:
+            if name == rule.name:
+                return dict(v) if isinstance(v, tuple) else v
+        return rule.threshold
+
+    def with_threshold(self, rule: Rule, value) -> "Recipe":
+        frozen = tuple(sorted(value.items())) if isinstance(value, dict) else value
+        values = tuple((n, v) for n, v in self.values if n != rule.name) + ((rule.name, frozen),)
+        return replace(self, values=tuple(sorted(values)))
+
+    def per_language(self, rule: Rule) -> bool:
+        return isinstance(self.threshold(rule), dict)
+
+    def thresholds_for(self, rule: Rule, langs: np.ndarray | None):
+        """The threshold of each document (langs: their languages), or one number."""
+        t = self.threshold(rule)
+        if not isinstance(t, dict):
+            return t
+        default = t.get("*", rule.threshold)
+        out = np.full(len(langs), default, dtype=np.float64)
+        for lang, v in t.items():
+            if lang != "*":
+                out[langs == lang] = v
+        return out
+
+    def lang_rule(self) -> LanguageRule | None:
+        return next((r for r in self.rules if isinstance(r, LanguageRule)), None)
+
+    def min_conf(self, lang: str) -> float:
+        """The lang rule's confidence threshold for a document of language `lang`."""
+        rule = self.lang_rule()
+        t = self.threshold(rule) if rule else 0.0
+        return t.get(lang, t.get("*", rule.threshold)) if isinstance(t, dict) else t
+
+    def needs_language(self, rule: Rule) -> bool:
+        """Does deciding this rule need the document's language?"""
+        return (isinstance(rule, LanguageRule) or rule.languages is not None
+                or self.per_language(rule))
+
+    # -- what the manifest records -----------------------------------------------------
+    def config(self) -> dict:
+        """The settings as the manifest records them: each rule's threshold under its
+        flag's name, the languages, the language-ID shortcut, and the rule packs."""
+        out = {}
+        for r in self.rules:
+            t = self.threshold(r)
+            out[r.key] = t
+        out["languages"] = list(self.languages)
+        out["lid_chars"] = self.lid_chars
+        out["rules"] = list(self.packs)
+        return out
+
+    def spec(self) -> dict:
+        """What a task needs to rebuild the recipe (rules are rebuilt from their packs)."""
+        return {"packs": list(self.packs), "values": [[n, list(map(list, v)) if isinstance(v, tuple)
+                                                        else v] for n, v in self.values],
+                "languages": list(self.languages), "lid_chars": self.lid_chars}
+
+    @staticmethod
+    def from_spec(d: dict) -> "Recipe":
+        rules = tuple(r for p in d["packs"] for r in load_rules(p))
+        values = tuple((n, tuple(map(tuple, v)) if isinstance(v, list) else v)
+                       for n, v in d["values"])
+        return Recipe(rules, values, tuple(d["languages"]), d["lid_chars"], tuple(d["packs"]))
+
+    def signals(self) -> list[Rule]:
+        """The rules that measure a kept signal column, each signal once, in order."""
+        seen, out = set(), []
+        for r in self.rules:
+            if r.measure is not None and r.signal not in seen:
+                seen.add(r.signal)
+                out.append(r)
+        return out
+
+
+# --------------------------------------------------------------------------------------
+# Part 3: signals and decisions.
+# --------------------------------------------------------------------------------------
+
+LID_PARTS = ("head", "tail", "full")
+
+
+def labels_of(col: pa.ChunkedArray) -> np.ndarray:
+    """A string column as an object array (None where null), through its few distinct
+    labels: no Python string per row (and no pandas, see pipeline.arrays)."""
+    enc = pc.dictionary_encode(col).combine_chunks()
+    names = np.array(enc.dictionary.to_pylist() + [None], dtype=object)
+    return names[to_numpy(enc.indices, null=len(names) - 1)]
+
+
+class Signals:
+    """The measurements of a run of documents: each rule's signal, one numpy column, and
+    the text's size in UTF-8 bytes (for the tables' byte counts), for every document;
+    language ID only where a decision needed it -- which part was read (head, tail or
+    the full text) with its label and confidence; a part never read has lang None and
+    conf NaN."""
+
+    def __init__(self, n: int, names: tuple[str, ...] = (), kinds: dict | None = None):
+        self.n = n
+        self.bytes = np.zeros(n, np.int64)
+        self.kinds = dict(kinds or {})
+        self.values: dict[str, np.ndarray] = {
+            k: np.zeros(n, np.int64 if self.kinds.get(k) is int else np.float64) for k in names}
+        self.lang = {p: np.full(n, None, dtype=object) for p in LID_PARTS}
+        self.conf = {p: np.full(n, np.nan) for p in LID_PARTS}
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, signal: str) -> np.ndarray:
+        return self.values[signal]
+
+    @staticmethod
+    def measure(rules: list[Rule], texts) -> "Signals":
+        """Every rule's signal for every text (language ID excepted): each Pass once, each
+        plain measure function once."""
+        if isinstance(texts, list):
+            texts = strings(texts)
+        sig = Signals(len(texts), kinds={r.signal: r.kind for r in rules})
+        done: dict[int, dict] = {}
+        for r in rules:
+            m = r.measure
+            if isinstance(m, Measure):
+                got = done.get(id(m.source))
+                if got is None:
+                    got = done[id(m.source)] = m.source.fn(texts)
+                values = got[m.key]
+            else:
+                values = m(texts)
+            sig.values[r.signal] = np.asarray(values, np.int64 if r.kind is int else np.float64)
+        sig.bytes = to_numpy(pc.binary_length(texts), null=0).astype(np.int64)
+        return sig
+
+    def schema(self) -> pa.Schema:
+        return pa.schema(
+            [("bytes", pa.int64())]
+            + [(k, pa.int64() if v.dtype == np.int64 else pa.float64())
+               for k, v in self.values.items()]
+            + [f for p in LID_PARTS for f in ((f"{p}_lang", pa.string()),
+                                             (f"{p}_conf", pa.float64()))])
+
+    def to_table(self) -> pa.Table:
+        cols = [from_numpy(self.bytes)] + [from_numpy(v) for v in self.values.values()]
+        for p in LID_PARTS:
+            cols += [strings(self.lang[p].tolist()),
+                     from_numpy(self.conf[p], pa.float64(), mask=np.isnan(self.conf[p]))]
+        return pa.Table.from_arrays(cols, schema=self.schema())
+
+    @staticmethod
+    def from_table(t: pa.Table, names: list[str] | None = None) -> "Signals":
+        """Signals read back from a kept table (names: the signal columns to take; all)."""
+        lid = {f"{p}_{x}" for p in LID_PARTS for x in ("lang", "conf")}
+        names = names if names is not None else [c for c in t.column_names
+                                                 if c != "bytes" and c not in lid]
+        sig = Signals(t.num_rows)
+        sig.bytes = to_numpy(t.column("bytes")).astype(np.int64)
+        for k in names:
+            col = t.column(k)
+            sig.values[k] = to_numpy(col).astype(np.int64 if pa.types.is_integer(col.type)
+                                                 else np.float64)
+        for p in LID_PARTS:
+            sig.lang[p] = labels_of(t.column(f"{p}_lang"))
+            sig.conf[p] = to_numpy(t.column(f"{p}_conf"), null=np.nan).astype(np.float64)
+        return sig
+
+    def slice(self, start: int, n: int) -> "Signals":
+        out = Signals(0)
+        out.n = len(self.bytes[start:start + n])
+        out.bytes = self.bytes[start:start + n]
+        out.values = {k: v[start:start + n] for k, v in self.values.items()}
+        out.lang = {p: self.lang[p][start:start + n] for p in LID_PARTS}
+        out.conf = {p: self.conf[p][start:start + n] for p in LID_PARTS}
+        return out
+
+    @staticmethod
+    def concat(parts: list["Signals"]) -> "Signals":
+        out = Signals(0)
+        if not parts:
+            return out
+        out.n = sum(len(p) for p in parts)
+        out.bytes = np.concatenate([p.bytes for p in parts])
+        out.values = {k: np.concatenate([p.values[k] for p in parts]) for k in parts[0].values}
+        out.lang = {q: np.concatenate([p.lang[q] for p in parts]) for q in LID_PARTS}
+        out.conf = {q: np.concatenate([p.conf[q] for p in parts]) for q in LID_PARTS}
+        return out
+
+    def fill_from(self, other: "Signals") -> None:
+        """Take the language-ID results `other` has and this one lacks (same documents)."""
+        for p in LID_PARTS:
+            miss = np.isnan(self.conf[p]) & ~np.isnan(other.conf[p])
+            self.conf[p][miss] = other.conf[p][miss]
+            self.lang[p][miss] = other.lang[p][miss]
+
+    def lid_calls(self) -> int:
+        return int(sum((~np.isnan(self.conf[p])).sum() for p in LID_PARTS))
+
+
+class LidCalls:
+    """Language ID for the documents of a batch: a kept result is reused, a missing one
+    is measured when a decision first needs it (and then kept). full_text() measures
+    the full texts of many documents at once, from the batch's Arrow column."""
+
+    def __init__(self, model, sig: Signals, text_of, lid_chars: int, texts=None):
+        """texts: a function giving the batch's text column (read only if needed)."""
+        self.model, self.sig, self.text_of, self.n, self.texts = model, sig, text_of, lid_chars, texts
+        self.made = 0
+
+    def full_text(self, need: np.ndarray) -> None:
+        """Measure "full" for every document in `need` (a mask) not measured yet."""
+        from .langid import predict_langs
+
+        idx = np.flatnonzero(need & np.isnan(self.sig.conf["full"]))
+        if len(idx) == 0:
+            return
+        texts = (self.texts().take(from_numpy(idx.astype(np.int64))) if self.texts is not None
+                 else strings([self.text_of(int(i)) for i in idx]))
+        langs, probs = predict_langs(self.model, texts)
+        self.sig.lang["full"][idx] = langs
+        self.sig.conf["full"][idx] = probs
+        self.made += len(idx)
+
+    def get(self, i: int, part: str) -> tuple[str, float]:
+        from .langid import predict_lang
+
+        conf = self.sig.conf[part][i]
+        if np.isnan(conf):
+            text = self.text_of(i)
+            piece = text[:self.n] if part == "head" else text[-self.n:] if part == "tail" else text
+            lang, conf = predict_lang(self.model, piece)
+            self.sig.lang[part][i], self.sig.conf[part][i] = lang, conf
+            self.made += 1
+            return lang, conf
+        return self.sig.lang[part][i], float(conf)
+
+
+def lang_decision(recipe: Recipe, chars: int, get) -> tuple[str, float]:
+    """(language, confidence) as fastText sees the whole text, read only as far as needed.
+
+    fastText's cost grows with the text, so with --lid-chars N a long document is first
+    judged by its first and its last N characters. When both ends are confidently the
+    same accepted language, that is the answer (with the lower of the two confidences).
+    Anything else -- an uncertain end, two languages, a rejected language -- is decided
+    on the full text, so the lang rule never removes a document on a sample of it.
+    get(part) returns the (language, confidence) of part "head", "tail" or "full".
+    """
+    n = recipe.lid_chars
+    if n and chars > 2 * n:
+        head_lang, head_conf = get("head")
+        if head_lang in recipe.languages and head_conf >= recipe.min_conf(head_lang):
+            tail_lang, tail_conf = get("tail")
+            if tail_lang == head_lang and tail_conf >= recipe.min_conf(head_lang):
+                return head_lang, min(head_conf, tail_conf)
+    return get("full")
+
+
+def detect_lang(model, text: str, recipe: Recipe) -> tuple[str, float]:
+    """lang_decision for one text, measuring every part it needs."""
+    lid = LidCalls(model, Signals(1), lambda i: text, recipe.lid_chars)
+    return lang_decision(recipe, len(text), lambda p: lid.get(0, p))
+
+
+def lang_decisions(recipe: Recipe, sig: Signals, lid: LidCalls, idx: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """lang_decision for the documents idx, as arrays (languages, confidences). With
+    the default --lid-chars 0, or no document long enough for the shortcut, every
+    decision is the full text's, read from the kept signals or measured in one batch."""
+    idx = np.asarray(idx, np.int64)
+    chars = sig.values.get("chars")
+    if chars is None:
+        chars = sig.bytes   # the shortcut's length test needs no exact count here
+    if recipe.lid_chars == 0 or not (chars[idx] > 2 * recipe.lid_chars).any():
+        need = np.zeros(len(sig), bool)
+        need[idx] = True
+        lid.full_text(need)
+        return sig.lang["full"][idx], sig.conf["full"][idx]
+    langs, confs = np.empty(len(idx), dtype=object), np.empty(len(idx))
+    for j, i in enumerate(idx):
+        langs[j], confs[j] = lang_decision(recipe, int(chars[i]),
+                                           lambda p, i=i: lid.get(int(i), p))
+    return langs, confs
+
+
+def accepted(recipe: Recipe, langs: np.ndarray, confs: np.ndarray) -> np.ndarray:
+    """Does the lang rule keep each decision: confident enough, in --languages."""
+    langs = np.asarray(langs, dtype=object)
+    ok = np.zeros(len(langs), bool)
+    for lang in set(recipe.languages):   # a compare per wanted label, not a test per document
+        ok |= langs == lang
+    rule = recipe.lang_rule()
+    return (np.asarray(confs) >= recipe.thresholds_for(rule, langs)) & ok
+
+
+class Decider:
+    """The first rule (in the recipe's order) that removes each document of a batch."""
+
+    def __init__(self, recipe: Recipe, sig: Signals, lid: LidCalls):
+        self.recipe, self.sig, self.lid = recipe, sig, lid
+        self.langs = np.full(len(sig), None, dtype=object)
+        self.confs = np.full(len(sig), np.nan)
+        self.decided = np.zeros(len(sig), bool)
+
+    def languages(self, idx: np.ndarray) -> np.ndarray:
+        """The decided language of documents idx (language ID where not yet decided)."""
+        todo = idx[~self.decided[idx]]
+        if len(todo):
+            self.langs[todo], self.confs[todo] = lang_decisions(self.recipe, self.sig,
+                                                                self.lid, todo)
+            self.decided[todo] = True
+        return self.langs[idx]
+
+    def removes(self, rule: Rule, idx: np.ndarray) -> np.ndarray:
+        """Does `rule` remove each of the documents idx (all of them reaching it)?"""
+        r = self.recipe
+        if len(idx) == 0:
+            return np.zeros(0, bool)
+        langs = self.languages(idx) if r.needs_language(rule) else None
+        if isinstance(rule, LanguageRule):
+            return ~accepted(r, langs, self.confs[idx])
+        hit = rule.removed(self.sig[rule.signal][idx], r.thresholds_for(rule, langs))
+        if rule.languages is not None:
+            hit &= np.isin(langs.astype(str), list(rule.languages))
+        return hit
+
+    def outcomes(self) -> np.ndarray:
+        """Per document, the index in the recipe of the FIRST rule that removes it, or
+        len(rules): kept."""
+        rules = self.recipe.rules
+        code = np.full(len(self.sig), len(rules), dtype=np.int8)
+        alive = np.arange(len(self.sig))
+        for k, rule in enumerate(rules):
+            hit = self.removes(rule, alive)
+            code[alive[hit]] = k
+            alive = alive[~hit]
+        return code
+
+    def alone(self) -> dict[str, np.ndarray]:
+        """For --report-all: does each rule, on its own, remove each document?"""
+        every = np.arange(len(self.sig))
+        return {rule.name: self.removes(rule, every) for rule in self.recipe.rules}
+
+    def value(self, code: int, i: int) -> dict:
+        """The measured number behind an outcome (for the examples a person reads)."""
+        rules = self.recipe.rules
+        rule = rules[code] if code < len(rules) else None
+        if rule is not None and not isinstance(rule, LanguageRule):
+            return {rule.signal: rule.value_of(self.sig[rule.signal][i])}
+        lang, conf = lang_decision(self.recipe, int(self._chars(i)),
+                                   lambda p: self.lid.get(i, p))
+        return {"lang": lang, "conf": round(conf, 4)}
+
+    def _chars(self, i: int) -> int:
+        chars = self.sig.values.get("chars")
+        return chars[i] if chars is not None else self.sig.bytes[i]
+
+
+class Unmeasured(Exception):
+    """A decision needs a language-ID call that was never made."""
+
+
+def keep_from_signals(recipe: Recipe, sig: Signals) -> np.ndarray | None:
+    """Which documents survive, decided from kept signals alone; None when a decision
+    needs a language-ID call that was never made (its text would have to be read)."""
+    def unmeasured(i: int) -> str:
+        raise Unmeasured
+
+    try:
+        d = Decider(recipe, sig, LidCalls(None, sig, unmeasured, recipe.lid_chars))
+        return d.outcomes() == len(recipe.rules)
+    except Unmeasured:
+        return None
+
+
+def first_rule(text: str, recipe: Recipe, model) -> tuple[str | None, dict]:
+    """The first rule (in the recipe's order) that removes text, with its measured value;
+    (None, {"lang": ..., "conf": ...}) when the document is kept. One document through
+    the same code a task runs on a batch."""
+    sig = Signals.measure(recipe.signals(), [text or ""])
+    lid = LidCalls(model, sig, lambda i: text or "", recipe.lid_chars)
+    d = Decider(recipe, sig, lid)
+    code = int(d.outcomes()[0])
+    name = recipe.rules[code].name if code < len(recipe.rules) else None
+    return name, d.value(code, 0)
+
+
+def histogram(edges, values: np.ndarray, group: np.ndarray | None = None,
+              groups: int = 1) -> np.ndarray:
+    """Counts in the bins `edges` (np.histogram's bins: each [left, right), the last one
+    closed); values past the last edge count in the last bin, NaN in none. With `group`
+    (an int per value, < groups): one row of counts per group, in one pass."""
+    edges = np.asarray(edges, dtype=np.float64)
+    v = np.clip(np.asarray(values, dtype=np.float64), edges[0], edges[-1])
+    ok = ~np.isnan(v)
+    nb = len(edges) - 1
+    idx = np.minimum(np.searchsorted(edges, v[ok], side="right") - 1, nb - 1)
+    if group is not None:
+        idx = idx + np.asarray(group)[ok].astype(np.int64) * nb
+    counts = np.bincount(idx, minlength=groups * nb)
+    return counts if group is None else counts.reshape(groups, nb)

@@ -1,0 +1,225 @@
+"""Packing (tutorial section 5): every document's token ids, each followed by one EOS,
+concatenated into one flat uint16 array, with the validation split made by document.
+
+The tutorial's version (5.4, 5.5), which is the reference here (`pack_reference` below is
+exactly that, run by the tests against the fast path):
+
+    ids = []
+    for t in texts:
+        ids.extend(tok.encode(t).ids)
+        ids.append(eos)                   # every document ends with one EOS (5.3)
+    arr = np.array(ids, dtype=np.uint16)  # 2 bytes a token: every id < 65536 (4.6)
+
+    def split_train_val(docs, val_ratio=0.001, seed=42):   # 5.7: by document, seeded
+        docs = list(docs); random.Random(seed).shuffle(docs)
+        n_val = max(1, int(len(docs) * val_ratio))
+        return docs[n_val:], docs[:n_val]
+
+Departures, each one named where it is made:
+- the split is decided per document by a seeded hash of its id (the n_val smallest
+  hashes go to val), not by shuffling a list: the same documents whatever the number of
+  workers or shards, and no list of the corpus in memory;
+- document text is encoded as plain text (a literal "<|endoftext|>" in a web page is
+  ordinary bytes, never the EOS id): the tokenizer with its added tokens dropped;
+- the default encoder is algorithms/packing_fast.py, HF's byte-level BPE compiled with
+  numba, used only after it gave HF's ids on a sample of the corpus (`first_difference`);
+- the parts are concatenated in task order (5.5 leaves the order to convention: it is
+  fixed here) and hashed on the way.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.errors import StageError
+from pipeline.shards import HashingFile, id_hashes, iter_batches
+
+from .packing_fast import BpeEncoder
+from .tokenizer_file import (byte_level_unsupported, eos_id, load_tokenizer,
+                             ordinary_tokenizer, to_tiktoken)
+
+DTYPE = np.uint16
+CHUNK = 1 << 24  # 16 MB copy blocks when concatenating parts (5.5)
+
+
+def pack_reference(tok, texts: list[str], eos: int) -> np.ndarray:
+    """5.4's loop with the tokenizer `tok` (HF), as plain text: the reference."""
+    plain = ordinary_tokenizer(tok)
+    ids: list[int] = []
+    for t in texts:
+        ids.extend(plain.encode(t, add_special_tokens=False).ids)
+        ids.append(eos)
+    return np.array(ids, dtype=DTYPE)
+
+
+# --------------------------------------------------------------------------------------
+# 5.7: the validation split, by document, from a seeded hash of the document id.
+# --------------------------------------------------------------------------------------
+
+def n_val_docs(n_docs: int, val_ratio: float) -> int:
+    """How many documents go to val.bin: at least one (5.7)."""
+    return max(1, int(n_docs * val_ratio))
+
+
+def val_threshold(shards: list[Path], val_ratio: float, seed: int) -> tuple[int, int, int]:
+    """(threshold, n_docs, n_val): a document is in val iff its id hash <= threshold.
+
+    Reads only the id column (8 bytes per document kept in memory), so it is cheap even
+    for a large corpus, and it sees every shard: the split is global, not per shard.
+    """
+    hashes = []
+    for s in shards:
+        for batch in iter_batches(s, columns=["id"], batch_rows=65536):
+            hashes.append(id_hashes(batch.column(0).to_pylist(), seed))
+    h = np.concatenate(hashes) if hashes else np.empty(0, np.uint64)
+    n = len(h)
+    if n < 2:
+        raise StageError(f"{shards[0].parent}: {n} document(s); need at least 2 to split "
+                         "train and val")
+    k = n_val_docs(n, val_ratio)
+    if k >= n:
+        raise StageError(f"--val-ratio {val_ratio} would put all {n} documents in val")
+    return int(np.partition(h, k - 1)[k - 1]), n, k
+
+
+# --------------------------------------------------------------------------------------
+# Encoding: a fast path (compiled BPE or tiktoken) or HF tokenizers; all give uint16 arrays,
+# EOS after each document.
+# --------------------------------------------------------------------------------------
+
+FAST_ENCODERS = ("numba", "tiktoken")
+
+
+def fast_encoder(tok, kind: str):
+    """The tokenizer's vocabulary as a fast encoder of `kind`, or None when it does not
+    convert (anything but a plain byte-level BPE)."""
+    if kind == "numba":
+        return BpeEncoder.from_tokenizer(tok)
+    return to_tiktoken(tok)
+
+
+class NotConvertible(StageError):
+    """The tokenizer cannot be encoded with the fast encoder asked for; `why` says why."""
+
+    def __init__(self, path: str, kind: str, why: str):
+        super().__init__(f"{path}: does not convert for --encoder {kind} ({why})")
+        self.why = why
+
+
+class Encoder:
+    """Encodes a batch of documents into one flat uint16 array, EOS after every document.
+
+    kind "numba": algorithms/packing_fast.py, HF's byte-level BPE compiled (the default fast path).
+    kind "tiktoken": the vocabulary converted to tiktoken (encode_to_numpy with no
+    special tokens allowed: document text is always ordinary text).
+    kind "hf": HF tokenizers with the added tokens removed, for the same reason.
+    """
+
+    def __init__(self, tokenizer_path: str, kind: str):
+        tok = load_tokenizer(tokenizer_path)
+        self.kind = kind
+        self.eos = eos_id(tok, tokenizer_path)
+        if kind in FAST_ENCODERS:
+            self.fast = fast_encoder(tok, kind)
+            if self.fast is None:
+                raise NotConvertible(tokenizer_path, kind, byte_level_unsupported(tok)
+                                     or "not a byte-level vocabulary")
+        else:
+            self.hf = ordinary_tokenizer(tok)
+
+    def ids(self, text: str) -> np.ndarray:
+        """One document's ids (no EOS)."""
+        if self.kind == "numba":
+            return self.fast.ids(text)
+        if self.kind == "tiktoken":
+            return self.fast.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
+        return np.asarray(self.hf.encode(text, add_special_tokens=False).ids, dtype=np.uint32)
+
+    def pack(self, texts: list[str]) -> np.ndarray:
+        """The documents' ids, each followed by one EOS, as one uint16 array."""
+        if not texts:
+            return np.empty(0, DTYPE)
+        if self.kind == "numba":  # one compiled call for the whole batch, EOS included
+            return self.fast.pack(texts, self.eos).astype(DTYPE)
+        if self.kind == "tiktoken":
+            docs = [self.ids(t) for t in texts]
+        else:  # encode_batch: HF's fastest call; a batch is small, so memory stays bounded
+            docs = [np.asarray(e.ids, dtype=np.uint32)
+                    for e in self.hf.encode_batch(texts, add_special_tokens=False)]
+        eos = np.array([self.eos], dtype=np.uint32)
+        pieces = []
+        for d in docs:
+            pieces.append(d)
+            pieces.append(eos)
+        # ids < 65536 was checked before any work, so the cast cannot wrap
+        return np.concatenate(pieces).astype(DTYPE)
+
+
+_ENCODERS: dict[tuple[str, str], Encoder] = {}
+
+
+def get_encoder(tokenizer_path: str, kind: str) -> Encoder:
+    """One Encoder per worker process (5.5: every worker loads the tokenizer itself)."""
+    key = (tokenizer_path, kind)
+    if key not in _ENCODERS:
+        _ENCODERS[key] = Encoder(tokenizer_path, kind)
+    return _ENCODERS[key]
+
+
+def sample_texts(shards: list[Path], max_bytes: int, per_shard: int = 64) -> list[str]:
+    """A fixed sample for the identity check: the first documents of every shard, taken
+    round-robin until max_bytes of text (different sources are in different shards)."""
+    heads = []
+    for s in shards:
+        batch = next(iter_batches(s, columns=["text"], batch_rows=per_shard), None)
+        heads.append([t for t in (batch.column(0).to_pylist() if batch is not None else [])
+                      if t is not None])
+    out, size = [], 0
+    for i in range(per_shard):
+        for h in heads:
+            if i < len(h) and size < max_bytes:
+                out.append(h[i])
+                size += len(h[i].encode("utf-8"))
+    return out
+
+
+def first_difference(a: Encoder, b: Encoder, texts: list[str]) -> int | None:
+    """Index of the first text on which the two encoders' ids differ, else None."""
+    for i, t in enumerate(texts):
+        if not np.array_equal(a.ids(t), b.ids(t)):
+            return i
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# 5.5: the parts of every task, concatenated in order.
+# --------------------------------------------------------------------------------------
+
+# tokens per document: 0, then quarter-octave bins 1, 1.19, 1.41, ... 2^20 (rounded, unique)
+TOKEN_BINS = np.unique(np.concatenate([[0], np.round(2 ** (np.arange(0, 81) / 4))])).astype(np.int64)
+
+
+def doc_lengths(arr: np.ndarray, eos: int) -> np.ndarray:
+    """Tokens of each document in a packed array (EOS excluded): document text never
+    contains the EOS id, so the EOS positions are the boundaries."""
+    ends = np.flatnonzero(arr == eos)
+    return np.diff(np.concatenate([[-1], ends])) - 1
+
+
+def concat_parts(parts: list[Path], out: Path) -> str:
+    """Concatenate the parts of one split into `out`, in the order given (5.5: order is a
+    convention nothing checks, so the caller fixes it, by task rank, not by directory
+    listing). Returns out's digest, hashed on the way (the file is not read again)."""
+    tmp = out.with_name(out.name + ".tmp")
+    with HashingFile(tmp) as fout:
+        for p in parts:
+            if not p.exists():
+                raise StageError(f"{p} is missing; rerun pack_parallel.py")
+            with open(p, "rb") as fin:
+                while chunk := fin.read(CHUNK):
+                    fout.write(chunk)
+    os.replace(tmp, out)
+    return fout.hexdigest()
