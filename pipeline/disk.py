@@ -41,9 +41,26 @@ def free_bytes(folder: str | os.PathLike) -> int:
     return shutil.disk_usage(p).free
 
 
-def expect(staging: Path, output: Path, need: int | None) -> None:
+def register(staging: Path, output: Path, need) -> None:
     """Record what this run writes (its staging folder, the output it replaces) and how
-    many bytes it needs, and warn now when the file system has less free."""
+    to know the bytes it needs (a function, called only when a line needs it)."""
+    _RUN.update(staging=Path(staging), output=Path(output), need=need)
+
+
+def needed() -> int | None:
+    need = _RUN.get("need")
+    if callable(need):
+        try:
+            need = need()
+        except Exception:   # noqa: BLE001 - an estimate that cannot be made is "unknown"
+            need = None
+        _RUN["need"] = need
+    return need
+
+
+def expect(staging: Path, output: Path, need: int | None) -> None:
+    """Record what this run writes and how many bytes it needs, and warn now when the
+    file system has less free."""
     _RUN.update(staging=Path(staging), output=Path(output), need=need)
     if not need:
         return
@@ -64,7 +81,7 @@ def write_error_line(e: BaseException) -> str | None:
     the space needed and free, and that nothing was lost. None for any other error."""
     if not isinstance(e, OSError) or e.errno not in WRITE_ERRORS:
         return None
-    staging, output, need = _RUN.get("staging"), _RUN.get("output"), _RUN.get("need")
+    staging, output, need = _RUN.get("staging"), _RUN.get("output"), needed()
     where = Path(e.filename).parent if e.filename else staging
     if where is None:
         return f"cannot write: {WRITE_ERRORS[e.errno]}"

@@ -43,7 +43,8 @@ from .local_pool import start_pool_early
 from .lock import FolderLock
 from .manifest import MANIFEST, check_input
 from .shards import list_shards, open_shard
-from .staging import StageRun, add_force_arg
+from .disk import register
+from .staging import StageRun, add_force_arg, staging_path
 from .task_results import load_task_results
 from .units import Unit, describe, plan_units, unit_offsets
 
@@ -212,6 +213,9 @@ class Stage:
         try:
             shards, units = self.open_input(args)
             run = Run(self, args, shards, units)
+            # what the one-line error of a failed write names (pipeline.disk)
+            register(staging_path(run.output, self.name, self.files_into), run.output,
+                     (lambda: self.space_fn(run)) if self.space_fn else None)
             locks.append(self.lock_output(args))
             if self.sweep_fn and getattr(args, "sweep", None):
                 return self.sweep_fn(run)

@@ -42,6 +42,15 @@ def config_key(stage: str, config: dict, input_fingerprint: str | None) -> str:
     return xxhash.xxh3_128(blob.encode()).hexdigest()
 
 
+def staging_path(output: Path, stage: str, files_into: bool) -> Path:
+    """Where a run of `stage` stages its output: `data/.cleaned.partial` beside a folder,
+    `data/.pack_parallel.partial` for files written into a folder."""
+    output = Path(output)
+    if files_into:
+        return output / f".{stage}.partial"
+    return output.parent / f".{output.name}.partial"
+
+
 class StageRun:
     """One run of one stage, writing a directory (or, with `files_into`, files in a folder)."""
 
@@ -68,9 +77,7 @@ class StageRun:
         if self.extra:
             fp = json.dumps([fp] + [m["output_fingerprint"] for _, m in self.extra.values()])
         self.key = config_key(stage, config, fp)
-        parent = self.output if files_into else self.output.parent
-        name = f".{stage}" if files_into else f".{self.output.name}"
-        self.staging = parent / f"{name}.partial"
+        self.staging = staging_path(self.output, stage, files_into)
         self._recover()
         # reuse_current: a stage whose output this run would only write again, byte for
         # byte, does nothing (see current_output); no staging folder is made

@@ -1,0 +1,272 @@
+"""The stage skeleton owns the output's safety (pipeline/lock.py, pipeline/disk.py):
+
+- a run locks its output: a second run on it exits 2 with one line naming the process
+  and host that hold it; a lock left by a dead process is taken over, with a line;
+- a run does not read an input another run is writing, and a run does not rewrite an
+  output another run is reading;
+- a full disk, a read-only folder or a permission error gives one line naming the
+  folder, the space needed and the space free, exit 2; the previous output stays
+  byte-identical, and a rerun after the fault is mended equals a fresh run; a run warns
+  before any work when the space it needs is not free.
+
+Real processes, real locks, a real small file system (a tmpfs mounted for the test:
+that needs root, as CI has; without it those tests are skipped, saying so).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_script, snapshot
+
+
+def _copy_raw(sample_layout: Path, tmp_path: Path) -> Path:
+    d = tmp_path / "data"
+    d.mkdir()
+    shutil.copytree(sample_layout / "raw", d / "raw")
+    return d
+
+
+def _start(script: str, *args) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+
+
+def _wait_for_lock(lock: Path, proc: subprocess.Popen, timeout: float = 60) -> dict:
+    """The holder a lock file names, once the process has written it."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if proc.poll() is not None:
+            raise AssertionError(f"exited {proc.returncode} before locking: {proc.stderr.read()}")
+        try:
+            h = json.loads(lock.read_text())
+            if h.get("pid") == proc.pid:
+                return h
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.02)
+    raise AssertionError(f"{lock} never named pid {proc.pid}")
+
+
+def _one_error_line(cp) -> str:
+    lines = cp.stderr.strip().splitlines()
+    errors = [x for x in lines if x.startswith("error: ")]
+    assert cp.returncode == 2, cp.stderr
+    assert len(errors) == 1 and "Traceback" not in cp.stderr, cp.stderr
+    return errors[0]
+
+
+def _data_files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and "report" not in p.parts and p.name != "manifest.json"}
+
+
+def test_a_second_run_on_the_same_output_stops_naming_the_first(sample_layout, tmp_path):
+    d = _copy_raw(sample_layout, tmp_path)
+    first = _start("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--workers", 2)
+    try:
+        holder = _wait_for_lock(d / ".cleaned.lock", first)
+        os.killpg(first.pid, signal.SIGSTOP)          # hold the lock as long as we like
+        cp = run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned",
+                        "--min-chars", 300, check=False)
+        line = _one_error_line(cp)
+        assert f"pid {first.pid} on host {socket.gethostname()}" in line
+        assert "is locked by clean.py" in line and holder["since"] in line
+        # a sweep writes beside the output too: it waits its turn the same way
+        cp = run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned",
+                        "--sweep", "min_chars=100,300", check=False)
+        assert f"pid {first.pid}" in _one_error_line(cp)
+    finally:
+        os.killpg(first.pid, signal.SIGCONT)
+    assert first.wait(120) == 0, first.stderr.read()
+    assert not (d / ".cleaned.lock").exists()          # released at the end
+    run_script("clean.py", "--input", d / "raw", "--output", tmp_path / "fresh")
+    assert _data_files(d / "cleaned") == _data_files(tmp_path / "fresh")
+
+
+def test_a_lock_left_by_a_dead_run_is_taken_over(sample_layout, tmp_path):
+    d = _copy_raw(sample_layout, tmp_path)
+    first = _start("dedup_exact.py", "--input", d / "raw", "--output", d / "dx", "--workers", 2)
+    _wait_for_lock(d / ".dx.lock", first)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    assert json.loads((d / ".dx.lock").read_text())["pid"] == first.pid   # left behind
+    cp = run_script("dedup_exact.py", "--input", d / "raw", "--output", d / "dx")
+    assert (f"took over the lock of {d / 'dx'}" in cp.stderr or "took over the lock of" in cp.stderr)
+    assert f"pid {first.pid}" in cp.stderr and "that process is gone" in cp.stderr
+    run_script("dedup_exact.py", "--input", d / "raw", "--output", tmp_path / "fresh")
+    assert _data_files(d / "dx") == _data_files(tmp_path / "fresh")
+
+
+def test_no_run_reads_an_input_being_written_nor_rewrites_one_being_read(sample_layout,
+                                                                          tmp_path):
+    d = _copy_raw(sample_layout, tmp_path)
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned")
+    writer = _start("clean.py", "--input", d / "raw", "--output", d / "cleaned",
+                    "--min-chars", 300)
+    try:
+        _wait_for_lock(d / ".cleaned.lock", writer)
+        os.killpg(writer.pid, signal.SIGSTOP)
+        cp = run_script("dedup_exact.py", "--input", d / "cleaned", "--output", d / "dx",
+                        check=False)
+        line = _one_error_line(cp)
+        assert "cleaned is locked by clean.py" in line and f"pid {writer.pid}" in line
+        assert not (d / "dx").exists() and not (d / ".dx.partial").exists()
+    finally:
+        os.killpg(writer.pid, signal.SIGCONT)
+    assert writer.wait(120) == 0
+    # the other way round: a reader holds the input, a rewrite of it waits
+    reader = _start("dedup_exact.py", "--input", d / "cleaned", "--output", d / "dx")
+    try:
+        t0 = time.time()
+        while not list(d.glob(".cleaned.lock.reader-*")):
+            assert time.time() - t0 < 60 and reader.poll() is None, reader.stderr.read()
+            time.sleep(0.02)
+        os.killpg(reader.pid, signal.SIGSTOP)
+        before = snapshot(d / "cleaned")
+        cp = run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned",
+                        "--min-chars", 400, check=False)
+        line = _one_error_line(cp)
+        assert "is being read by dedup_exact.py" in line and f"pid {reader.pid}" in line
+        assert snapshot(d / "cleaned") == before
+    finally:
+        os.killpg(reader.pid, signal.SIGCONT)
+    assert reader.wait(120) == 0
+    assert not list(d.glob(".cleaned.lock*"))       # the last reader tidied up
+
+
+def test_a_lock_from_another_host_is_honoured_while_it_is_fresh(sample_layout, tmp_path):
+    d = _copy_raw(sample_layout, tmp_path)
+    lock = d / ".dx.lock"
+    lock.write_text(json.dumps({"pid": 4242, "host": f"elsewhere-{uuid.uuid4().hex[:6]}",
+                                "script": "dedup_exact.py", "since": "2026-12-01T10:00:00Z"}))
+    cp = run_script("dedup_exact.py", "--input", d / "raw", "--output", d / "dx", check=False)
+    line = _one_error_line(cp)
+    assert "pid 4242 on host elsewhere-" in line and "another host" in line
+    old = time.time() - 3600
+    os.utime(lock, (old, old))              # its holder stopped touching it an hour ago
+    cp = run_script("dedup_exact.py", "--input", d / "raw", "--output", d / "dx")
+    assert "took over the lock" in cp.stderr and "minutes ago" in cp.stderr
+
+
+# --------------------------------------------------------------------------------------
+# A full disk, a read-only folder, a permission error.
+# --------------------------------------------------------------------------------------
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 32 MB tmpfs mounted at tmp_path/fs (root only), unmounted afterwards."""
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    cp = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(mnt)],
+                        capture_output=True, text=True)
+    if cp.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({cp.stderr.strip()}): needs root")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+def _fill(fs: Path, leave: int) -> Path:
+    """A ballast file that leaves about `leave` bytes free on fs."""
+    ballast = fs / "ballast"
+    free = shutil.disk_usage(fs).free
+    with open(ballast, "wb") as f:
+        f.truncate(0)
+        f.write(b"\0" * max(0, free - leave))
+    return ballast
+
+
+@pytest.mark.parametrize("script", ["clean.py", "pack_parallel.py"])
+def test_a_full_disk_is_one_line_and_loses_nothing(sample_layout, small_fs, tmp_path, script,
+                                                   tok_dir):
+    d = small_fs / "data"
+    shutil.copytree(sample_layout / "raw", d / "raw")
+    if script == "clean.py":
+        first = ["--input", d / "raw", "--output", d / "out"]
+        again = first + ["--min-chars", 300]
+        fresh = ["--input", d / "raw", "--output", tmp_path / "fresh", "--min-chars", 300]
+        out, fresh_out = d / "out", tmp_path / "fresh"
+    else:
+        common = ["--tokenizer", tok_dir / "tokenizer.json", "--input", d / "raw"]
+        first = common + ["--output", d]
+        again = first + ["--seed", 7]
+        fresh = common + ["--output", tmp_path, "--seed", 7]
+        out, fresh_out = d, tmp_path
+    run_script(script, *first, "--workers", 2)
+    before = snapshot(out)
+    ballast = _fill(small_fs, 150_000)
+    cp = run_script(script, *again, "--workers", 2, check=False)
+    line = _one_error_line(cp)
+    assert "no space left on the device" in line and "needs about" in line and "free" in line
+    assert "is unchanged" in line
+    assert "warning:" in cp.stderr and "it may stop for lack of space" in cp.stderr
+    after = {k: v for k, v in snapshot(out).items() if not k.startswith(".pack_parallel.partial")}
+    assert after == before                  # nothing lost or touched (the staging is kept)
+    ballast.unlink()
+    run_script(script, *again, "--workers", 2)                     # resumes, completes
+    run_script(script, *fresh, "--workers", 2)
+    if script == "clean.py":
+        assert _data_files(out) == _data_files(fresh_out)
+    else:
+        for name in ("train.bin", "val.bin"):
+            assert (out / name).read_bytes() == (fresh_out / name).read_bytes()
+
+
+def test_a_read_only_output_is_one_line(sample_layout, small_fs):
+    d = small_fs / "data"
+    shutil.copytree(sample_layout / "raw", d / "raw")
+    run_script("dedup_exact.py", "--input", d / "raw", "--output", d / "dx")
+    before = snapshot(d / "dx")
+    subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
+    try:
+        cp = run_script("dedup_exact.py", "--input", d / "raw", "--output", d / "dx",
+                        "--task-mb", 1, check=False)
+        line = _one_error_line(cp)
+        assert "read-only" in line and "free" in line and str(small_fs.name) in line
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_fs)], check=True)
+    assert snapshot(d / "dx") == before
+
+
+def test_a_folder_without_write_permission_is_one_line(sample_layout, tmp_path):
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run a stage as another user")
+    d = tmp_path / "locked"
+    d.mkdir()
+    shutil.copytree(sample_layout / "raw", d / "raw")
+    os.chmod(d, 0o555)                       # nobody may create the output there
+    os.chmod(tmp_path, 0o755)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
+    cp = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+                         sys.executable, str(ROOT / "dedup_exact.py"), "--input", str(d / "raw"),
+                         "--output", str(d / "dx"), "--workers", "1"],
+                        cwd=ROOT, env=env, capture_output=True, text=True)
+    line = _one_error_line(cp)
+    assert "permission denied" in line and "free" in line
+
+
+@pytest.fixture(scope="module")
+def tok_dir(tmp_path_factory) -> Path:
+    """A small tokenizer trained by the stage on the sample."""
+    from conftest import SAMPLE
+
+    d = tmp_path_factory.mktemp("tok")
+    run_script("download_data.py", "--input", SAMPLE, "--output", d / "raw")
+    run_script("train_tokenizer.py", "--input", d / "raw", "--output", d / "tok",
+               "--vocab-size", 1000)
+    return d / "tok"
