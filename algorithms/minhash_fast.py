@@ -6,7 +6,7 @@ Each kernel computes exactly what the readable code of algorithms/minhash.py com
 plain Python (tested equal): shingle hashes are 64-bit FNV-1a over the shingle's code
 points, finished with MurmurHash3's fmix64 and cut to 32 bits; the k hash functions are
 h_i(x) = ((a_i * x + b_i) mod 2^64) >> 32, computed exactly in 32-bit SIMD lanes that
-AVX2 has (see _min_hashes), once per distinct shingle of a text (a repeat cannot change
+AVX2 has (see min_hashes), once per distinct shingle of a text (a repeat cannot change
 a minimum). The kernels are compiled on first use and cached on disk: importing numba
 takes 0.2 s, more than a rerun that reuses every signature spends on its own work.
 """
@@ -107,7 +107,7 @@ def _split_multipliers(a):
 
 
 @kernel(cache=True)
-def _min_hashes(xs, count, a_lo, a_hi, b, acc):
+def min_hashes(xs, count, a_lo, a_hi, b, acc):
     """acc[i] = min(acc[i], h_i(x)) over x in xs[:count], h_i(x) = ((a_i*x + b_i) mod 2^64) >> 32.
 
     For x < 2^32 and a_i = a_hi * 2^32 + a_lo, exactly:
@@ -161,7 +161,7 @@ def _sign_text(cp, start, stop, n, a_lo, a_hi, b, acc, hs, xs, seen):
     the distinct hashes collected so far (xs holds 2 * BLOCK)."""
     if stop - start < n:
         xs[0] = np.uint32(_shingle_hash(cp, start, stop))
-        _min_hashes(xs, 1, a_lo, a_hi, b, acc)
+        min_hashes(xs, 1, a_lo, a_hi, b, acc)
         return
     end = stop - n + 1
     mask = _clear_seen(seen, end - start)
@@ -171,9 +171,9 @@ def _sign_text(cp, start, stop, n, a_lo, a_hi, b, acc, hs, xs, seen):
         _hash_shingles(cp, p, count, n, hs)
         kept = _keep_unseen(hs, count, seen, mask, xs, kept)
         if kept > BLOCK:
-            _min_hashes(xs, kept, a_lo, a_hi, b, acc)
+            min_hashes(xs, kept, a_lo, a_hi, b, acc)
             kept = 0
-    _min_hashes(xs, kept, a_lo, a_hi, b, acc)
+    min_hashes(xs, kept, a_lo, a_hi, b, acc)
 
 
 @kernel(cache=True)
@@ -239,7 +239,7 @@ def _sig_hashed(x, offsets, a, b, out):
     a_lo, a_hi = _split_multipliers(a)
     for d in range(offsets.shape[0] - 1):
         s, e = offsets[d], offsets[d + 1]
-        _min_hashes(x[s:e], e - s, a_lo, a_hi, b, out[d])
+        min_hashes(x[s:e], e - s, a_lo, a_hi, b, out[d])
 
 
 @kernel(cache=True)

@@ -182,14 +182,14 @@ def run(corpus_texts: list[str], quick: bool = False, max_mb: float = 10.0) -> d
 def kernel_uses_avx512() -> bool:
     """Whether the signature kernel's inner loop compiles to AVX-512 (zmm registers) here.
 
-    Compiles an uncached copy of dedup_minhash._min_hashes (cached code cannot be
+    Compiles an uncached copy of dedup_minhash.min_hashes (cached code cannot be
     inspected) for the same target, and looks at its assembly."""
     import numpy as np
     from numba import njit
 
-    from algorithms.minhash_fast import _min_hashes
+    from algorithms.minhash_fast import min_hashes
 
-    fresh = njit(_min_hashes.py_func)
+    fresh = njit(min_hashes.py_func)
     u32 = np.zeros(16, np.uint32)
     fresh(u32, 16, u32, u32, np.zeros(16, np.uint64), u32.copy())
     return "zmm" in fresh.inspect_asm(fresh.signatures[0])

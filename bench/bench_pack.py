@@ -68,16 +68,23 @@ def raw_tiktoken(enc, texts: list[str]) -> int:
 
 
 def our_pack(tokenizer: str, shard: Path, staging: Path, encoder: str = "numba") -> int:
-    import pack_parallel as pp
+    """What a pack task does with its unit (algorithms/packing.py's Encoder over the
+    unit's record batches, the ids written as uint16), the tokenizer loaded inside the
+    timed region as a task loads it."""
     from algorithms import packing
+    from pipeline.units import plan_units, read_unit
 
-    from pipeline.units import plan_units
-
-    packing._ENCODERS.clear()  # load the tokenizer inside the timed region, as a task does
-    units = [u.to_dict() for u in plan_units([shard], task_mb=1e6)]  # one task, like before
-    pp.pack_unit(0, 1, units=units, staging=str(staging), tokenizer=tokenizer,
-                 encoder=encoder, seed=42, threshold=0, batch_rows=1024)
-    return sum(pp.part_path(staging, s, 0).stat().st_size // 2 for s in ("train", "val"))
+    packing._ENCODERS.clear()
+    enc = packing.get_encoder(tokenizer, encoder)
+    staging.mkdir(parents=True, exist_ok=True)
+    tokens = 0
+    with open(staging / "train.bin", "wb") as f:
+        for unit in plan_units([shard], task_mb=1e6):   # one task, like before
+            for batch in read_unit(unit, columns=["text"], batch_rows=1024):
+                arr = enc.pack([t for t in batch.column(0).to_pylist() if t is not None])
+                arr.tofile(f)
+                tokens += arr.size
+    return tokens
 
 
 def _timed(fn, *a):
@@ -99,7 +106,7 @@ def warm_up(tokenizer: str) -> None:
     """Load numba's compiled functions (compiled once, then cached on disk) outside the
     measurement, as the reference's `import tokenizers` is; the per-process tables are
     still built inside it."""
-    from algorithms import packing_fast
+    from algorithms import packing_fast as bpe
     from algorithms.tokenizer_file import load_tokenizer
 
     bpe.BpeEncoder.from_tokenizer(load_tokenizer(tokenizer)).pack(["warm up: 1 é 中"], 0)

@@ -184,7 +184,7 @@ from algorithms import minhash as dm
 from algorithms import minhash_fast as fast
 sys.path.insert(0, {tests!r})
 from test_minhash_kernel import VARIED, random_texts
-fresh = njit(fast._min_hashes.py_func)       # cached code cannot be inspected
+fresh = njit(fast.min_hashes.py_func)       # cached code cannot be inspected
 u32 = np.zeros(16, np.uint32)
 fresh(u32, 16, u32, u32, np.zeros(16, np.uint64), u32.copy())
 sig = dm.MinHasher(num_perm=32).signatures(VARIED + random_texts(7, 60))
