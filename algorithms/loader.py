@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import layout
+from pipeline import layout
 from pipeline.errors import StageError
 
 DTYPE = np.uint16
