@@ -53,7 +53,7 @@ from algorithms.packing import (TOKEN_BINS, NotConvertible, doc_lengths,
                                 first_difference, get_encoder)
 from algorithms.tokenizer_file import check_fits_uint16, eos_id, load_tokenizer, tokenizer_hash
 from pipeline import layout
-from pipeline.arrays import to_numpy
+from pipeline.arrays import strings, to_numpy
 from pipeline.errors import StageError, run_stage
 from pipeline.manifest import MANIFEST
 from pipeline.progress import task_progress
@@ -215,7 +215,7 @@ def encode(run: Run, kind: str, threshold: int, texts: list[str],
            phase: str = "encode") -> list[dict]:
     """The encode phase: one task per unit, each checking its share of `texts` first."""
     a = run.args
-    save_arrow(run.staging / WORK / "check.arrow", pa.table({"text": pa.array(texts, pa.string())}))
+    save_arrow(run.staging / WORK / "check.arrow", pa.table({"text": strings(texts)}))
     run.parallel(phase, pack_unit, units=run.unit_dicts(), staging=str(run.staging),
                  tokenizer=str(a.tokenizer), encoder=kind, seed=a.seed, threshold=threshold,
                  batch_rows=a.batch_rows)
