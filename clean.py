@@ -76,7 +76,7 @@ from algorithms import cleaning
 from algorithms.cleaning import Decider, LanguageRule, LidCalls, Recipe, Signals
 from algorithms.langid import LazyLid, check_lid, default_lid_model
 from pipeline import kept_store, layout
-from pipeline.arrays import from_numpy
+from pipeline.arrays import from_numpy, strings
 from pipeline.errors import StageError, run_stage
 from pipeline.progress import task_progress
 from pipeline.shards import ShardWriter, file_record, link_or_copy, open_shard, write_table
@@ -106,7 +106,7 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
                recipes: list[dict], main: int | None, report_all: bool, examples: int,
                sources: list[list[list[dict]]], signals_dir: str | None,
                pairs: list[list[int]], input_fingerprint: str | None = None,
-               previous: dict | None = None) -> None:
+               previous: dict | None = None, export: bool = False) -> None:
     """Task `rank`: judge unit `rank` under every recipe of `recipes`.
 
     main: the index of the recipe whose survivors are written to <staging>/<unit>.parquet
@@ -119,6 +119,9 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
     as in that output, its file is linked, not rewritten (pipeline.units.filter_unit),
     and the pass that counts and collects examples reads only the ids (example_texts
     reads the texts of the examples the report shows).
+
+    export: also write, for every document, its id, its verdict under `main` and every
+    signal, to <staging>/_export/<unit> (--export-signals).
     """
     unit = Unit(**units[rank])
     recs = [Recipe.from_spec(r) for r in recipes]
@@ -126,12 +129,14 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
     model = LazyLid(lid_model)
     kept, notes, kept_from = load_kept(sources[rank], unit.rows, measured)
     kept_calls = kept.lid_calls() if kept is not None else 0
+    # rules whose signal is not kept (added since, or edited): measured, and only they
+    missing = [r for r in measured if kept is None or r.signal not in kept.values]
     tallies = [Tally(r) for r in recs]
     fate: list[list] = [[] for _ in pairs]
     fate_count = [0] * len(pairs)
     prev = (previous or {}).get(unit.name)
     unchanged = False
-    if main is not None and kept is not None and prev is not None:
+    if main is not None and kept is not None and not missing and prev is not None:
         keep = cleaning.keep_from_signals(recs[main], kept)
         unchanged = (keep is not None
                      and filter_recipe(unit, keep, input_fingerprint) == prev["recipe"])
@@ -139,13 +144,16 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
     if main is not None and not unchanged:   # one pass: decide and write
         writer = ShardWriter(Path(staging) / unit.name, open_shard(unit.shard).schema_arrow)
     keeps: list[np.ndarray] = []
+    exported: list[pa.Table] = []
     sig_parts, made, start, docs_in, bytes_in = [], 0, 0, 0, 0
     prog = task_progress()
-    for batch, text in unit_batches(unit, writer is not None, kept is not None):
+    for batch, text in unit_batches(unit, writer is not None, kept is not None and not missing):
         n = batch.num_rows
         shown = Examples(batch, text, writer is not None, unit.index, start)
-        # 2.2: each rule's number for every document
+        # 2.2: each rule's number for every document (what is kept is read back)
         sig = kept.slice(start, n) if kept is not None else Signals.measure(measured, text())
+        if kept is not None and missing:
+            sig.add(Signals.measure(missing, text()))
         lid = LidCalls(model, sig, shown.text_of, recs[0].lid_chars, text)
         # 2.3: the first rule that removes each document, counted under it
         deciders = [Decider(r, sig, lid) for r in recs]
@@ -169,6 +177,9 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
                                 "value": deciders[loser].value(c, i), **ex})
         if main is not None:
             keeps.append(codes[main] == len(recs[main].rules))
+        if export:
+            exported.append(export_table(batch.column("id"), recs[main], deciders[main],
+                                         codes[main], sig))
         if writer is not None:   # the survivors, all columns kept
             writer.write(batch if keeps[-1].all() else batch.filter(from_numpy(keeps[-1])))
         made += lid.made
@@ -192,16 +203,60 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
                 # examples are named by their place, and the driver reads the few it shows
             res["file"] = filter_unit(unit, Path(staging) / unit.name, keep, input_fingerprint,
                                       prev)
-    if signals_dir:
+    if signals_dir:   # exactly the recipe's signals (and the language-ID calls)
         path = Path(signals_dir) / unit.name
         path.parent.mkdir(parents=True, exist_ok=True)
         one = kept_from[0] if len(kept_from) == 1 and len(kept_from[0]) == 1 else None
-        if made == 0 and one and one[0]["whole"]:
+        versions = {r.signal: r.signal_version for r in measured}
+        if (made == 0 and not missing and one and one[0]["whole"]
+                and kept_signal_versions(one) == versions):
             link_or_copy(one[0]["path"], path)   # nothing new measured: the same bytes
         else:
-            write_table(path, Signals.concat(sig_parts).to_table())
-        res["signals"] = kept_store.entry(path, unit.shard, unit.row_start, unit.rows)
+            table = Signals.concat(sig_parts).select([r.signal for r in measured]).to_table()
+            write_table(path, table)
+        res["signals"] = kept_store.entry(path, unit.shard, unit.row_start, unit.rows,
+                                          signals=versions)
+    if export:
+        path = Path(staging) / "_export" / unit.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_table(path, pa.concat_tables(exported) if exported else export_table(
+            strings([]), recs[main], None, np.zeros(0, np.int8), Signals(0)))
     save_task_result(staging, "clean", rank, res)
+
+
+def export_table(ids, recipe: Recipe, d: Decider | None, code: np.ndarray,
+                 sig: Signals) -> pa.Table:
+    """id, verdict (the first rule that removes the document, or null), every signal, and
+    the language decision where one was made (null where no rule needed it)."""
+    names = np.array([r.name for r in recipe.rules] + [None], dtype=object)
+    cols = {"id": ids.cast(pa.string()) if ids.type != pa.string() else ids,
+            "verdict": strings(list(names[code]))}
+    for r in recipe.signals():
+        v = sig.values.get(r.signal, np.zeros(len(code)))
+        cols[r.signal] = from_numpy(np.asarray(v, np.int64 if r.kind is int else np.float64))
+    langs = d.langs if d is not None else np.full(len(code), None, dtype=object)
+    confs = d.confs if d is not None else np.full(len(code), np.nan)
+    cols["lang"] = strings(list(langs))
+    cols["lang_conf"] = from_numpy(np.asarray(confs, np.float64), pa.float64(),
+                                   mask=np.isnan(np.asarray(confs, np.float64)))
+    return pa.table(cols)
+
+
+def write_export(staging: Path, units: list[Unit], dest: Path) -> int:
+    """The tasks' export files, in corpus order, as one parquet file at dest (atomically)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".tmp")
+    writer, rows = None, 0
+    for u in units:
+        t = pq.read_table(staging / "_export" / u.name)
+        if writer is None:
+            writer = pq.ParquetWriter(tmp, t.schema, compression="zstd")
+        writer.write_table(t)
+        rows += t.num_rows
+    if writer is not None:
+        writer.close()
+        os.replace(tmp, dest)
+    return rows
 
 
 class Examples:
@@ -336,7 +391,8 @@ def run(run: Run) -> Output:
                  report_all=args.report_all, examples=args.examples, sources=sources,
                  signals_dir=str(signals_dir) if signals_dir else None, pairs=[],
                  input_fingerprint=run.input_fingerprint,
-                 previous=previous_files(out, run.input_fingerprint))
+                 previous=previous_files(out, run.input_fingerprint),
+                 export=bool(args.export_signals))
     results = run.results("clean")
     kept_summary = None
     if signals_dir:
@@ -353,15 +409,22 @@ def run(run: Run) -> Output:
     counts = {k: tot[k] for k in ("docs_in", "docs_out", "bytes_in", "bytes_out")}
     counts["removed"] = dict(tot["removed"])
     reused = sum(bool(r["file"].get("reused")) for r in results)
+    exported = []
+    if args.export_signals:
+        n = write_export(run.staging, run.units, Path(args.export_signals))
+        exported = [f"wrote {args.export_signals}: {n:,} documents, their verdict and "
+                    f"{len(recipe.signals())} signals (measured {signals['lid_calls_made']:,} "
+                    "language-ID calls, reused the rest)"]
     return Output(
         [r["file"] for r in results], counts,
-        extra={"rules": rows, "signals": {k: v for k, v in signals.items() if k != "notes"}},
+        extra={"rules": rows, "rule_keys": [r.key for r in recipe.rules],
+               "signals": {k: v for k, v in signals.items() if k != "notes"}},
         summary=[stats_table(rows, tot), *notes_lines(rows, tot, recipe, args.warn_share),
                  *(f"note: {line}" for line in signals["notes"][:5]), signals_line(signals),
                  f"wrote {out}/ ({len(results)} shards"
                  f"{f', {reused} reused unchanged' if reused else ''}), "
                  f"{out}/report/clean_stats.md and removed examples in "
-                 f"{out}/report/removed_<rule>.jsonl"])
+                 f"{out}/report/removed_<rule>.jsonl", *exported])
 
 
 def after_commit(run: Run) -> None:
@@ -392,18 +455,36 @@ def signal_sources(run: Run, recipe: Recipe) -> tuple[list, list[str]]:
     return found["signals"], notes
 
 
+# what a store written before signals were kept per rule holds: the tutorial's four
+OLD_STORE_SIGNALS = {"chars": "1", "dup_line_share": "1", "longest_run": "1", "alnum_share": "1"}
+
+
+def kept_signal_versions(pieces: list[dict]) -> dict[str, str]:
+    """The signal columns every piece of a store holds, with the version of each."""
+    common = None
+    for piece in pieces:
+        have = (piece.get("extra") or {}).get("signals", OLD_STORE_SIGNALS)
+        common = dict(have) if common is None else {k: v for k, v in common.items()
+                                                     if have.get(k) == v}
+    return common or {}
+
+
 def load_kept(sources: list[list[dict]], rows: int, rules
               ) -> tuple[Signals | None, list[str], list[list[dict]]]:
     """The unit's kept signals, merged from every store that covers it and passes its
-    digest check, with the pieces of each store used; (None, notes, []) when none does."""
+    digest check, with the pieces of each store used; (None, notes, []) when none does.
+    Only the signals of `rules` whose kept version is the rule's own are taken: a rule
+    added since is measured, a rule removed since is not read; the language-ID calls
+    (which depend on the model, kept in the store's depends_on) are always taken."""
     sig, notes, used = None, [], []
     for pieces in sources:
+        versions = kept_signal_versions(pieces)
+        names = [r.signal for r in rules if versions.get(r.signal) == r.signal_version]
         got = kept_store.verified_parts(pieces, notes)
         if got is None:
             continue
         parts = [pq.ParquetFile(pa.BufferReader(data)).read().slice(piece["offset"], piece["rows"])
                  for piece, data in got]
-        names = [r.signal for r in rules]
         got = Signals.from_table(pa.concat_tables(parts), names) if parts else Signals(0)
         if len(got) != rows:
             notes.append(f"kept signals cover {len(got)} rows, not {rows}: recomputed")
@@ -550,6 +631,7 @@ def rule_metadata(recipe: Recipe) -> list[dict]:
     out = []
     for r in recipe.rules:
         out.append({"rule": r.name, "description": r.description, "signal": r.signal,
+                    "key": r.key,
                     "threshold": recipe.threshold(r), "default": r.threshold,
                     "removes": r.removes, "flag": r.flag, "scale": r.scale,
                     "languages": list(r.languages) if r.languages else None,
@@ -624,9 +706,16 @@ def plan_sweep(base: Recipe, sweeps: list[tuple[str, list]]) -> tuple[list[Recip
     by_key = {r.key: r for r in base.rules}
     for name, values in sweeps:
         idx = []
+        key, _, lang = name.partition("@")
         for v in values:
-            rec = (Recipe(base.rules, base.values, v, base.lid_chars, base.packs)
-                   if name == "languages" else base.with_threshold(by_key[name], v))
+            if key == "languages":
+                rec = Recipe(base.rules, base.values, v, base.lid_chars, base.packs)
+            elif lang:   # one language's threshold; the others as given
+                now = base.threshold(by_key[key])
+                per = dict(now) if isinstance(now, dict) else {"*": now}
+                rec = base.with_threshold(by_key[key], {**per, lang: v})
+            else:
+                rec = base.with_threshold(by_key[key], v)
             if rec not in index:
                 index[rec] = len(configs)
                 configs.append(rec)
@@ -717,7 +806,7 @@ def sweep_run(run: Run) -> int:
     it measured go to a hidden store beside the output, where the next run finds them.
     """
     args, base = run.args, recipe_of(run.args)
-    sweeps = [parse_sweep(s, sweepable(base), check=_sweep_value(base)) for s in args.sweep]
+    sweeps = [parse_clean_sweep(s, base) for s in args.sweep]
     configs, plan = plan_sweep(base, sweeps)
     pairs = [list(p) for p in sweep_pairs(plan)]
     sources, notes = signal_sources(run, base)
@@ -745,6 +834,17 @@ def sweep_run(run: Run) -> int:
           f"{signals['lid_calls_reused']:,}; {data['seconds']:.1f} s")
     print(wrote)
     return 0
+
+
+def parse_clean_sweep(spec: str, base: Recipe) -> tuple[str, list]:
+    """NAME=V1,V2 as pipeline.sweep reads it, where NAME may also name one language's
+    threshold: 'min_chars@zh=50,80,120' sweeps Chinese documents' and keeps the others'."""
+    name, sep, values = spec.partition("=")
+    key, at, lang = name.partition("@")
+    if at and (not lang.strip() or key.strip().replace("-", "_").removeprefix("__") == "languages"):
+        raise StageError(f"--sweep {spec!r}: NAME@LANG needs a threshold's name and a language")
+    got, vals = parse_sweep(f"{key}{sep}{values}", sweepable(base), check=_sweep_value(base))
+    return (f"{got}@{lang.strip()}" if at else got), vals
 
 
 def _sweep_value(recipe: Recipe):
@@ -839,8 +939,14 @@ def flags(p, argv) -> None:
                    help="print the removal table for each value of one threshold (the others "
                         "as given) and the documents whose fate changes between neighbouring "
                         "values; writes no output, only report/sweep.{json,md}. Repeatable. "
-                        f"NAME: a threshold's flag name ({', '.join(r.key for r in rules)}) or "
-                        "languages (sets separated by ';')")
+                        f"NAME: a threshold's flag name ({', '.join(r.key for r in rules)}), "
+                        "one language's threshold (min_chars@zh=50,80) or languages (sets "
+                        "separated by ';')")
+    k.add_argument("--export-signals", default=None, metavar="FILE.parquet",
+                   help="also write, for every input document, its id, its verdict (the "
+                        "first rule that removes it, or null) and every signal as a column, "
+                        "read from the kept signals where they are (Dolma's attributes, "
+                        "NeMo's Score: for a later analysis or mixer)")
     k.add_argument("--no-keep-signals", action="store_true",
                    help="do not keep the measured signals (a rerun then measures everything)")
 

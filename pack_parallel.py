@@ -158,7 +158,10 @@ def run(run: Run) -> Output:
         threshold, n_docs, n_val = packing.val_threshold(run.shards, args.val_ratio, args.seed)
     kind, enc_info = fast_or_hf(args)
     texts = packing.sample_texts(run.shards, args.check_bytes) if kind != "hf" else []
+    enc_info.update(checked_docs=len(texts), checked_bytes=sum(len(t.encode("utf-8"))
+                                                              for t in texts))
     results = encode(run, kind, threshold, texts)
+    enc_info["check_seconds"] = round(sum(r["check"]["seconds"] for r in results), 3)
     bad = first_mismatch(results)
     if bad is not None:   # the fast encoder differs from HF on the sample
         why = f"{kind} ids differ from HF on sample document {bad[0]} ({bad[1]!r})"
@@ -167,7 +170,6 @@ def run(run: Run) -> Output:
         print(f"warning: {why}; encoding with HF tokenizers (slower)", file=sys.stderr)
         kind, enc_info = "hf", {**enc_info, "fallback": why}
         results = encode(run, kind, threshold, [], phase="encode_hf")
-    enc_info["check_seconds"] = round(sum(r["check"]["seconds"] for r in results), 3)
     with run.phase("concatenate"):                                       # 5.5: concat
         outs, digests = {}, {}
         for s in ("train", "val"):

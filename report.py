@@ -119,19 +119,6 @@ MINHASH_STATS = "dedup/report/dedup_minhash_stats.json"
 MINHASH_SWEEP = "dedup/report/sweep.json"
 PACK_STATS = "pack_report/pack_stats.json"
 
-# cleaning rule -> (histogram, threshold in the config, side it removes, log x axis, label)
-SIGNALS = {
-    "too_short": ("chars", "min_chars", "below", True, "length in characters"),
-    "dup_lines": ("dup_line_share", "max_dup_lines", "above", False,
-                  "share of duplicate non-blank lines"),
-    "char_repeat": ("longest_run", "max_char_run", "above", True,
-                    "longest run of one character"),
-    "low_alnum": ("alnum_share", "min_alnum", "below", False, "alphanumeric share"),
-    "lang": ("lang_conf", "min_lang_conf", "below", False,
-             "language-ID confidence (documents that reach it)"),
-}
-
-
 # --------------------------------------------------------------------------------------
 # Escaping: everything that comes from the data goes through esc() or show_text().
 # --------------------------------------------------------------------------------------
@@ -866,6 +853,18 @@ def value_text(v) -> str:
     return fmt(v)
 
 
+def rule_signal(stats: dict, name: str) -> tuple | None:
+    """(histogram, config key, side it removes, log x axis, label) of a cleaning rule, from
+    the declaration clean.py saved with its stats (algorithms/cleaning.py: Rule)."""
+    for d in stats.get("rule_declarations") or []:
+        if d.get("rule") == name:
+            hist = "lang_conf" if d.get("language_rule") else d.get("signal")
+            label = ("language-ID confidence (documents that reach it)"
+                     if d.get("language_rule") else f"{d.get('signal')}: {d.get('description')}")
+            return hist, d.get("key"), d.get("removes"), d.get("scale") == "log", label
+    return None
+
+
 def rule_block(run: Run, rule: dict, stats: dict, config: dict, docs_in: int) -> Html:
     name = str(rule.get("rule"))
     head = (f'<h4>{esc(name)} <span class="thr">{esc(rule.get("threshold", ""))}</span> '
@@ -873,7 +872,7 @@ def rule_block(run: Run, rule: dict, stats: dict, config: dict, docs_in: int) ->
             f'<p class="figs">removed <b>{fmt(rule.get("removed"))}</b> '
             f'({esc(share(rule.get("removed") or 0, docs_in))} of {docs_in:,} documents in)</p>')
     chart, caption = Html(""), Html("")
-    sig = SIGNALS.get(name)
+    sig = rule_signal(stats, name)
     hist = (stats.get("histograms") or {}).get(sig[0]) if sig else None
     if sig and hist and hist.get("bins") and hist.get("counts"):
         hname, cfg_key, removes, log, xlabel = sig
@@ -911,6 +910,9 @@ def rule_block(run: Run, rule: dict, stats: dict, config: dict, docs_in: int) ->
     elif sig:
         caption = note(f"clean_stats.json has no histogram '{sig[0]}': rerun clean.py "
                        f"with this version to get it.")
+    else:
+        caption = note("clean_stats.json does not describe this rule (no rule_declarations): "
+                       "rerun clean.py with this version to get its histogram.")
     exs = run.files.jsonl(f"cleaned/report/removed_{name}.jsonl", EXAMPLES)
     if exs:
         ex_html = "".join(f'<div class="ex"><div class="doc-head">{esc(e.get("id", "?"))} · '
@@ -1288,8 +1290,7 @@ def summary_line(s: dict, size: int) -> str:
 
 CONFIG_NOTES = {   # the settings a reviewer checks first, per step
     "download_data": ["dataset"],
-    "clean": ["min_chars", "max_dup_lines", "max_char_run", "min_alnum", "min_lang_conf",
-              "languages"],
+    "clean": ["rules", "languages"],   # and every rule's threshold (the manifest names them)
     "dedup_exact": ["normalise"],
     "dedup_minhash": ["ngram", "num_perm", "bands", "rows", "threshold"],
     "train_tokenizer": ["vocab_size", "sample_ratio", "seed"],
@@ -1300,7 +1301,7 @@ CONFIG_NOTES = {   # the settings a reviewer checks first, per step
 def config_note(key: str, manifest: dict) -> str:
     cfg = manifest.get("config") or {}
     parts = []
-    for k in CONFIG_NOTES.get(key, []):
+    for k in CONFIG_NOTES.get(key, []) + list(manifest.get("rule_keys") or []):
         if k in cfg:
             v = cfg[k]
             parts.append(f"{k} {','.join(map(str, v)) if isinstance(v, list) else v}")

@@ -350,8 +350,12 @@ class Recipe:
         return out
 
     def spec(self) -> dict:
-        """What a task needs to rebuild the recipe (rules are rebuilt from their packs)."""
-        return {"packs": list(self.packs), "values": [[n, list(map(list, v)) if isinstance(v, tuple)
+        """What a task needs to rebuild the recipe (rules are rebuilt from their packs; a
+        file of your own rules by its absolute path: a worker may start elsewhere)."""
+        from pathlib import Path
+
+        packs = [p if p in PACKS else str(Path(p).resolve()) for p in self.packs]
+        return {"packs": packs, "values": [[n, list(map(list, v)) if isinstance(v, tuple)
                                                         else v] for n, v in self.values],
                 "languages": list(self.languages), "lid_chars": self.lid_chars}
 
@@ -483,8 +487,21 @@ class Signals:
         out.conf = {q: np.concatenate([p.conf[q] for p in parts]) for q in LID_PARTS}
         return out
 
+    def add(self, other: "Signals") -> None:
+        """Take `other`'s signal columns (the same documents, measured since)."""
+        self.values.update(other.values)
+
+    def select(self, names: list[str]) -> "Signals":
+        """The same documents with exactly these signal columns, in this order."""
+        out = self.slice(0, self.n)
+        out.values = {k: self.values[k] for k in names}
+        return out
+
     def fill_from(self, other: "Signals") -> None:
-        """Take the language-ID results `other` has and this one lacks (same documents)."""
+        """Take the signal columns and the language-ID results `other` has and this one
+        lacks (same documents)."""
+        for k, v in other.values.items():
+            self.values.setdefault(k, v)
         for p in LID_PARTS:
             miss = np.isnan(self.conf[p]) & ~np.isnan(other.conf[p])
             self.conf[p][miss] = other.conf[p][miss]

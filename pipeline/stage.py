@@ -180,7 +180,8 @@ class Stage:
         args = self.parser(argv).parse_args(argv)
         if args.workers < 1:
             raise StageError("--workers must be at least 1")
-        if self.reads is not None and Path(args.input).resolve() == Path(args.output).resolve():
+        if (self.reads is not None and not self.files_into
+                and Path(args.input).resolve() == Path(args.output).resolve()):
             raise StageError(f"--output {args.output} is the input folder; choose another")
         if self.check_fn:
             self.check_fn(args)

@@ -117,39 +117,21 @@ def ft_predict(text: str) -> tuple[str, float]:
     return _FT_CACHE[text]
 
 
-REPEAT_RE = re.compile(r"(.)\1{50,}", re.S)
+# The rules, their thresholds and their order are clean.py's own (algorithms/cleaning.py),
+# so every label planted here is the one the stage gives.
+sys.path.insert(0, str(REPO))
+from algorithms import cleaning, langid  # noqa: E402
+from algorithms.cleaning import alnum_share, dup_line_share  # noqa: E402,F401
+from algorithms.exact_dedup import normalise  # noqa: E402
 
-
-def dup_line_share(text: str) -> float:
-    lines = [ln.strip() for ln in text.split("\n")]
-    lines = [ln for ln in lines if ln]
-    if not lines:
-        return 0.0
-    return 1 - len(set(lines)) / len(lines)
-
-
-def alnum_share(text: str) -> float:
-    return sum(c.isalnum() for c in text) / max(1, len(text))
+RECIPE = cleaning.Recipe()
+LID = langid.load_lid(langid.default_lid_model())
 
 
 def first_rule(text: str) -> str | None:
-    """Return the first cleaning rule that removes ``text`` (None = kept)."""
-    if len(text) < 200:
-        return "too_short"
-    if dup_line_share(text) > 0.30:
-        return "dup_lines"
-    if REPEAT_RE.search(text):
-        return "char_repeat"
-    if alnum_share(text) < 0.50:
-        return "low_alnum"
-    lab, prob = ft_predict(text)
-    if prob < 0.8 or lab not in ("en", "zh"):
-        return "lang"
-    return None
-
-
-def normalise(t: str) -> str:
-    return " ".join(t.split()).lower()
+    """Return the first cleaning rule that removes ``text`` (None = kept), as clean.py
+    decides it with its default thresholds."""
+    return cleaning.first_rule(text, RECIPE, LID)[0]
 
 
 def shingles(t: str, k: int = 5) -> set[str]:

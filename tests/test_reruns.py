@@ -453,7 +453,7 @@ def test_clean_rerun_links_the_units_whose_rows_do_not_change(first, tmp_path):
     rewrites their units alone. Each time the files, the counts and the report equal a
     fresh run's. A linked file's bytes are checked first: one altered in place (same
     size) is written again."""
-    import clean
+    from algorithms import cleaning
 
     d = _copy(first, tmp_path)
     small = ("--task-mb", "0.05")   # many units on the sample
@@ -484,7 +484,7 @@ def test_clean_rerun_links_the_units_whose_rows_do_not_change(first, tmp_path):
     reused, _ = rerun_equals_fresh("--max-char-run", str(longest))
     changed = {n for n, b in _data(d / "cleaned").items() if before[n] != b}
     assert changed and {n for n, r in reused.items() if not r} == changed
-    runs = {n: max(clean.longest_char_run(t) for t in pq.read_table(d / "cleaned" / n)
+    runs = {n: max(cleaning.longest_char_run(t) for t in pq.read_table(d / "cleaned" / n)
                    .column("text").to_pylist()) for n in before}
     top = max(runs.values())
     before = _data(d / "cleaned")
