@@ -43,6 +43,7 @@ from pipeline.arrays import strings
 from pipeline.errors import StageError, run_stage
 from pipeline.executors import add_executor_args
 from pipeline.local_pool import start_pool_early
+from pipeline.lock import FolderLock
 from pipeline.manifest import (MANIFEST, check_input, display_path, read_manifest, upstream_path,
                                write_json)
 from pipeline.tables import human_bytes, markdown_table, pct, table
@@ -861,10 +862,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     start_pool_early(args)
     ctx = Context(args)
+    # what it reads must not be rewritten meanwhile: a shared lock on each (pipeline/lock.py)
+    locks = [FolderLock(ctx.data / name, "verify.py", shared=True)
+             for name in ("cleaned", "dedup_exact", "dedup", "tokenizer")
+             if (ctx.data / name).is_dir()]
+    if (ctx.data / PACK_MANIFEST).exists():
+        locks.append(FolderLock(ctx.data, "verify.py", shared=True, name="pack_parallel",
+                                what=f"pack_parallel's output in {ctx.data}"))
     try:
         items = [run_check(fn, i + 1, ctx) for i, fn in enumerate(CHECKS)]
     finally:
         shutil.rmtree(ctx.data / SCAN, ignore_errors=True)
+        for lock in locks:
+            lock.release()
     print(render_terminal(items))
     report = Path(args.report) if args.report else ctx.data / REPORT_NAME
     tmp = report.with_name(report.name + ".tmp")

@@ -49,3 +49,56 @@ def test_algorithms_do_not_import_stage_machinery():
         tree = ast.parse(f.read_text(encoding="utf-8"))
         mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         assert not mods & machinery, (f.name, mods & machinery)
+
+
+# each stage script, and the modules that hold the tutorial's algorithm it runs
+STAGE_ALGORITHMS = {
+    "download_data": ("pipeline.sources", "pipeline.hub"),   # section 1: fetch and re-shard
+    "clean": ("algorithms",),
+    "dedup_exact": ("algorithms",),
+    "dedup_minhash": ("algorithms",),
+    "train_tokenizer": ("algorithms",),
+    "pack_parallel": ("algorithms",),
+}
+
+
+def code_lines_before_algorithm(path: Path, modules: tuple[str, ...]) -> int:
+    """Lines of code (not blank, not a comment, not a docstring) after the module's
+    docstring, up to and including the first line that calls a name imported from one
+    of `modules` (in the file's order: what a reader meets first)."""
+    src = path.read_text(encoding="utf-8")
+    tree = ast.parse(src)
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and \
+                node.module.startswith(modules):
+            names |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module in ("pipeline", "algorithms") \
+                and any(f"{node.module}.{a.name}".startswith(modules) for a in node.names):
+            names |= {a.asname or a.name for a in node.names}
+    calls = sorted(n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)
+                   and isinstance(n.func, (ast.Name, ast.Attribute))
+                   and _root_name(n.func) in names)
+    assert calls, f"{path.name} calls nothing from {modules}"
+    docstrings = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body \
+                and isinstance(node.body[0], ast.Expr) \
+                and isinstance(getattr(node.body[0], "value", None), ast.Constant) \
+                and isinstance(node.body[0].value.value, str):
+            docstrings |= set(range(node.body[0].lineno, node.body[0].end_lineno + 1))
+    lines = src.splitlines()
+    return sum(1 for i, line in enumerate(lines[:calls[0]], 1)
+               if line.strip() and not line.strip().startswith("#") and i not in docstrings)
+
+
+def _root_name(func) -> str | None:
+    while isinstance(func, ast.Attribute):
+        func = func.value
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def test_each_stage_reaches_its_algorithm_in_its_first_80_lines_of_code():
+    got = {s: code_lines_before_algorithm(ROOT / f"{s}.py", mods)
+           for s, mods in STAGE_ALGORITHMS.items()}
+    assert all(n <= 80 for n in got.values()), got
