@@ -1,41 +1,37 @@
-"""Training the byte-level BPE tokenizer of tutorial 4.7, two ways, one artefact.
+"""Training the byte-level BPE tokenizer of tutorial 4.7: BpeTrainer, and BpeTrainer compiled.
 
 - train_hf: the tutorial's own code, HF tokenizers' BpeTrainer (ByteLevel pre-tokenizer
   and decoder, all 256 bytes in the initial alphabet, the special tokens first).
-- train_fast (the default): rustbpe, nanochat's trainer (Rust, on PyPI), told to cut
-  words with GPT-2's pattern, the one HF's ByteLevel pre-tokenizer applies at encode time
-  (rustbpe's default is GPT-4's). It splits and counts words on all threads and picks
-  merges from a heap that it refreshes lazily. Its result becomes the tutorial's
-  artefact: an HF tokenizer.json with the special tokens at ids 0..10, the 256 byte
-  tokens (as HF's byte-to-unicode characters, in BpeTrainer's order), then one token per
-  merge in merge order, and the merge list. Both give the same bytes/token on held-out
-  English and Chinese (tests/test_bpe_trainer.py, bench/bench_trainer.py); their
-  vocabularies differ in a few tokens, because ties between equally frequent pairs are
-  broken differently (rustbpe: the smaller pair of byte values; BpeTrainer: the smaller
-  pair of its own ids).
-
-rustbpe keeps neither the merge list nor the counts it exposes, and it has no
-min_frequency; this module supplies both:
-
-- the merges: a token's two parts are what BPE makes of its bytes with the merges learnt
-  before it (how tiktoken vocabularies are turned back into merge lists). Training
-  applies each merge to every word in turn, which is exactly what BPE encoding with the
-  earlier merges does to the token's bytes, so the parts are always two tokens, and
-  anything else stops with an error;
-- min_frequency: a pair seen fewer than min_frequency times is never merged. The count
-  of the chosen pair never grows from one merge to the next (a new pair holds the newest
-  token, which is rarer than any pair before it), so the merges to keep are a prefix of
-  rustbpe's. rustbpe logs the count of its last merge; when that reaches min_frequency
-  every merge does. Otherwise (a corpus too small for the vocabulary) the count of every
-  merge is replayed on the text (merge_counts: each distinct word of GPT-2's pattern, BPE
-  with the merges in order, counting each pair as it becomes the next to merge) and the
-  merges are cut before the first one seen too rarely. The vocabulary then comes out
-  short, as BpeTrainer's does, and train_tokenizer.py's check says so.
-
-rustbpe's choice is deterministic: the heap orders pairs by (count, pair), a total order,
-and a pair's count does not depend on the order in which the threads count; the result
-does not depend on the number of threads (RAYON_NUM_THREADS, read when the first
-parallel call starts its thread pool).
+- train_fast (the default): the same algorithm over flat arrays, compiled with numba,
+  giving the same tokenizer.json byte for byte (tests/test_bpe_trainer.py on the sample,
+  bench/bench_trainer.py on the benchmark corpus), several times faster:
+  1. count_words: GPT-2's pattern cuts the texts into words (the compiled scanner of
+     dataprep/bpe.py, whose cuts are HF ByteLevel's on every code point); each distinct
+     word is kept once with its count, chunks of text counted on `threads` threads;
+  2. _train_merges: BpeTrainer's merge loop (tokenizers' bpe/trainer.rs): pairs counted
+     with overlaps, each pair with the words it occurs in, a heap of (count, pair)
+     refreshed lazily that takes the highest count and, on ties, the smaller pair of ids,
+     the ids being BpeTrainer's (bytes in the order of their byte-level characters, then
+     one per merge); merging a pair in a word changes its neighbours' pair counts as
+     BpeTrainer's Word::merge does; it stops at vocab_size or when the best pair is seen
+     fewer than min_frequency times (so a corpus too small for the vocabulary gives a
+     short one, which train_tokenizer.py's check reports);
+  3. to_hf: the HF tokenizer.json laid out as BpeTrainer lays it out: the special
+     tokens at ids 0..10 (added, special), the 256 byte tokens, one token per merge.
+  The words are counted in any order and the merges do not depend on it: the result is
+  the same for any number of threads.
+- train_rustbpe: rustbpe (nanochat's trainer, on PyPI), evaluated first and kept for the
+  benchmark's comparison. Told to cut with GPT-2's pattern (its default is GPT-4's; its
+  regex engine's letters, numbers and spaces are HF's on every code point), it gives the
+  same bytes/token as BpeTrainer, its ties broken on byte values rather than BpeTrainer's
+  ids (a few tokens differ). It measured about 2.3x BpeTrainer's CPU time on 37 MB, short
+  of 3x: its regex split and its per-word hash maps cost more than the merges. It keeps
+  neither the merge list nor its counts, and has no min_frequency; this module supplies
+  them: recover_merges (a token's parts are what BPE makes of its bytes with the earlier
+  merges, as tiktoken vocabularies are turned back into merge lists), and min_frequency
+  from the count rustbpe logs for its last merge or, when that is too low, from
+  merge_counts, which replays every merge's count on the text and cuts the merges before
+  the first one seen too rarely (the counts never grow from one merge to the next).
 """
 
 from __future__ import annotations
@@ -156,9 +152,10 @@ class _Stream:
         return self.kept
 
 
-def train_fast(batches: Iterable[list[str]], vocab_size: int, min_frequency: int,
-               special_tokens: list[str] = SPECIAL_TOKENS, threads: int | None = None):
-    """The same tokenizer as train_hf (up to ties), with rustbpe; see the module docstring.
+def train_rustbpe(batches: Iterable[list[str]], vocab_size: int, min_frequency: int,
+                  special_tokens: list[str] = SPECIAL_TOKENS, threads: int | None = None):
+    """The same tokenizer as train_hf up to ties, with rustbpe (see the module docstring):
+    evaluated, not the default.
 
     batches: lists of texts. A re-iterable (a list, or an object whose __iter__ starts
     over) is read twice when min_frequency cuts the merges short; a one-shot iterator
@@ -262,7 +259,7 @@ def to_hf(tokens: list[bytes], merges: np.ndarray, special_tokens: list[str] = S
 # Replaying the merges: how often each was seen when it was chosen.
 # --------------------------------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _hash(buf, p, q):
     h = np.uint64(0xCBF29CE484222325)
     for i in range(p, q):
@@ -270,7 +267,7 @@ def _hash(buf, p, q):
     return h
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _same(buf, p, q, r):
     for i in range(q - p):
         if buf[p + i] != buf[r + i]:
@@ -278,7 +275,7 @@ def _same(buf, p, q, r):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _distinct_pieces(buf, offsets, classes):
     """The distinct pieces (GPT-2's pattern) of the documents buf[offsets[d]:offsets[d+1]]:
     (start, length, count) of each, the start being its first occurrence."""
@@ -441,3 +438,416 @@ def measure_compression_fast(tok, heldout) -> dict:
                      "bytes_per_token": round(nbytes / tokens, 4),
                      "docs": len(texts), "chars": chars, "bytes": nbytes, "tokens": tokens}
     return out
+
+
+class Restartable:
+    """Batches that can be read more than once: each pass calls make() for a new stream
+    (train_fast reads the sample again when min_frequency cuts its merges short)."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __iter__(self):
+        return iter(self.make())
+
+
+# --------------------------------------------------------------------------------------
+# Memory: the stage's check before training (train_tokenizer.check_memory).
+# --------------------------------------------------------------------------------------
+
+# rustbpe keeps each distinct word of GPT-2's pattern once (a map from the word to its
+# count while it reads, then the word as 4-byte ids and, for each pair of neighbouring ids,
+# the set of words holding it), so, like BpeTrainer's, its memory follows the distinct
+# words and their bytes; it needs far less per byte than BpeTrainer's 32-byte symbols.
+# Calibrated with bench/bench_tokenizer_memory.py (the stage's peak, process included).
+FAST_BASE = 400_000_000     # the process, its libraries and the trainer's fixed part
+FAST_PER_BYTE = 120         # per byte of distinct words
+FAST_PER_WORD = 0           # per distinct word
+
+
+def fast_trainer_memory(distinct_words: int, word_bytes: int, sample_bytes: int) -> int:
+    """Expected peak memory (bytes) of the stage training with train_fast on a sample of
+    sample_bytes whose distinct words number distinct_words and hold word_bytes bytes."""
+    return int(FAST_BASE + FAST_PER_BYTE * word_bytes + FAST_PER_WORD * distinct_words)
+
+
+# --------------------------------------------------------------------------------------
+# The compiled trainer: BpeTrainer's algorithm over flat arrays (numba).
+# --------------------------------------------------------------------------------------
+
+KEY_BITS = 21                 # a pair key is (left << KEY_BITS) | right
+KEY_MASK = (1 << KEY_BITS) - 1
+# columns of the per-pair table
+P_KEY, P_COUNT, P_START, P_LEN, P_LAST = range(5)
+
+
+@njit(cache=True, inline="always")
+def _key(a, b):
+    return (np.int64(a) << KEY_BITS) | np.int64(b)
+
+
+@njit(cache=True, inline="always")
+def _hslot(key, mask):
+    return np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
+
+
+@njit(cache=True)
+def _find(table, key):
+    """The pair index of key in the open-addressing table (key, index), or -1."""
+    mask = len(table) - 1
+    i = _hslot(key, mask)
+    while True:
+        k = table[i, 0]
+        if k == key:
+            return table[i, 1]
+        if k == -1:
+            return -1
+        i = (i + 1) & mask
+
+
+@njit(cache=True)
+def _put(table, key, p):
+    mask = len(table) - 1
+    i = _hslot(key, mask)
+    while table[i, 0] != -1:
+        i = (i + 1) & mask
+    table[i, 0] = key
+    table[i, 1] = p
+
+
+@njit(cache=True)
+def _pair(table, pairs, n, key):
+    """(table, pairs, n, index) of the pair key, added (count 0, no words) when new;
+    the arrays grow as needed and are returned."""
+    p = _find(table, key)
+    if p >= 0:
+        return table, pairs, n, p
+    if 2 * (n + 1) > len(table):
+        bigger = np.full((2 * len(table), 2), -1, np.int64)
+        for i in range(len(table)):
+            if table[i, 0] != -1:
+                _put(bigger, table[i, 0], table[i, 1])
+        table = bigger
+    if n == len(pairs):
+        more = np.zeros((2 * len(pairs), 5), np.int64)
+        more[:n] = pairs[:n]
+        pairs = more
+    _put(table, key, n)
+    pairs[n, P_KEY] = key
+    pairs[n, P_COUNT] = 0
+    pairs[n, P_LEN] = 0
+    pairs[n, P_LAST] = -1
+    return table, pairs, n + 1, n
+
+
+@njit(cache=True)
+def _grow(a, need):
+    if need <= len(a):
+        return a
+    out = np.empty((max(need, 2 * len(a)),) + a.shape[1:], a.dtype)
+    out[:len(a)] = a
+    return out
+
+
+@njit(cache=True, inline="always")
+def _before(c1, k1, c2, k2):
+    """Heap order: the higher count first, then the smaller pair (BpeTrainer's Merge)."""
+    return c1 > c2 or (c1 == c2 and k1 < k2)
+
+
+@njit(cache=True)
+def _push(heap, n, count, key, p):
+    if n == len(heap):
+        heap = _grow(heap, n + 1)
+    i = n
+    while i > 0:
+        parent = (i - 1) >> 1
+        if not _before(count, key, heap[parent, 0], heap[parent, 1]):
+            break
+        heap[i] = heap[parent]
+        i = parent
+    heap[i, 0], heap[i, 1], heap[i, 2] = count, key, p
+    return heap, n + 1
+
+
+@njit(cache=True)
+def _sift(heap, n, i):
+    count, key, p = heap[i, 0], heap[i, 1], heap[i, 2]
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and _before(heap[c + 1, 0], heap[c + 1, 1], heap[c, 0], heap[c, 1]):
+            c += 1
+        if not _before(heap[c, 0], heap[c, 1], count, key):
+            break
+        heap[i] = heap[c]
+        i = c
+    heap[i, 0], heap[i, 1], heap[i, 2] = count, key, p
+
+
+@njit(cache=True)
+def _train_merges(sym, wstart, wlen, wcount, n_merges, min_frequency):
+    """BpeTrainer's merge loop (tokenizers' bpe/trainer.rs, do_train) over words held as
+    symbol ids in sym[wstart[w]:wstart[w] + wlen[w]], each seen wcount[w] times; symbols
+    0..255 are the bytes in BpeTrainer's id order, merge k makes symbol 256 + k.
+
+    Pairs are counted with overlaps; each pair keeps the words it was formed in (all at
+    once: a pair holds the newest of its two symbols, which appeared in one merge); the
+    heap holds (count, pair), refreshed lazily, the higher count first and the smaller
+    pair on ties; merging a pair in a word changes the counts of its neighbours' pairs
+    exactly as BpeTrainer's Word::merge does. Stops after n_merges merges or when the
+    best pair is seen fewer than min_frequency times. Returns (pairs, counts)."""
+    table = np.full((1 << 16, 2), -1, np.int64)
+    pairs = np.zeros((1 << 14, 5), np.int64)
+    n_pairs = 0
+    n_ev = 0
+    for w in range(len(wlen)):
+        n_ev += max(wlen[w] - 1, 0)
+    events = np.empty((max(n_ev, 16), 2), np.int32)   # (pair, word) where a pair was formed
+    n_ev = 0
+    for w in range(len(wlen)):
+        s, c = wstart[w], wcount[w]
+        for i in range(wlen[w] - 1):
+            table, pairs, n_pairs, p = _pair(table, pairs, n_pairs, _key(sym[s + i], sym[s + i + 1]))
+            pairs[p, P_COUNT] += c
+            if pairs[p, P_LAST] != w:
+                pairs[p, P_LAST] = w
+                events[n_ev, 0], events[n_ev, 1] = p, w
+                n_ev += 1
+    # each pair's words, side by side in one pool
+    for e in range(n_ev):
+        pairs[events[e, 0], P_LEN] += 1
+    pool_n = 0
+    for p in range(n_pairs):
+        pairs[p, P_START] = pool_n
+        pool_n += pairs[p, P_LEN]
+        pairs[p, P_LEN] = 0
+    pool = np.empty(max(16, pool_n + pool_n // 4), np.int32)
+    for e in range(n_ev):
+        p = events[e, 0]
+        pool[pairs[p, P_START] + pairs[p, P_LEN]] = events[e, 1]
+        pairs[p, P_LEN] += 1
+    heap = np.empty((max(16, n_pairs), 3), np.int64)
+    n_heap = 0
+    for p in range(n_pairs):
+        if pairs[p, P_COUNT] > 0:
+            heap[n_heap, 0], heap[n_heap, 1], heap[n_heap, 2] = pairs[p, P_COUNT], pairs[p, P_KEY], p
+            n_heap += 1
+    for i in range(n_heap // 2 - 1, -1, -1):
+        _sift(heap, n_heap, i)
+
+    merges = np.zeros((n_merges, 2), np.int64)
+    counts = np.zeros(n_merges, np.int64)
+    k = 0
+    while k < n_merges and n_heap > 0:
+        count, key, p = heap[0, 0], heap[0, 1], heap[0, 2]
+        n_heap -= 1
+        if n_heap > 0:
+            heap[0] = heap[n_heap]
+            _sift(heap, n_heap, 0)
+        now = pairs[p, P_COUNT]
+        if now != count:          # stale: back in with its count
+            if now > 0:
+                heap, n_heap = _push(heap, n_heap, now, key, p)
+            continue
+        if count < 1 or count < min_frequency:
+            break
+        a, b = key >> KEY_BITS, key & KEY_MASK
+        new = 256 + k
+        merges[k, 0], merges[k, 1] = a, b
+        counts[k] = count
+        first_new = n_pairs
+        n_ev = 0
+        for j in range(pairs[p, P_START], pairs[p, P_START] + pairs[p, P_LEN]):
+            w = pool[j]
+            s, m, c = wstart[w], wlen[w], wcount[w]
+            i = o = 0
+            while i < m:
+                x = sym[s + i]
+                if x == a and i + 1 < m and sym[s + i + 1] == b:
+                    if o > 0:   # (prev, a) -> (prev, new)
+                        prev = sym[s + o - 1]
+                        pairs[_find(table, _key(prev, a)), P_COUNT] -= c
+                        table, pairs, n_pairs, q = _pair(table, pairs, n_pairs, _key(prev, new))
+                        pairs[q, P_COUNT] += c
+                        if pairs[q, P_LAST] != w:
+                            pairs[q, P_LAST] = w
+                            events = _grow(events, n_ev + 1)
+                            events[n_ev, 0], events[n_ev, 1] = q, w
+                            n_ev += 1
+                    if i + 2 < m:   # (b, next) -> (new, next)
+                        nxt = sym[s + i + 2]
+                        pairs[_find(table, _key(b, nxt)), P_COUNT] -= c
+                        table, pairs, n_pairs, q = _pair(table, pairs, n_pairs, _key(new, nxt))
+                        pairs[q, P_COUNT] += c
+                        if pairs[q, P_LAST] != w:
+                            pairs[q, P_LAST] = w
+                            events = _grow(events, n_ev + 1)
+                            events[n_ev, 0], events[n_ev, 1] = q, w
+                            n_ev += 1
+                    sym[s + o] = new
+                    i += 2
+                else:
+                    sym[s + o] = x
+                    i += 1
+                o += 1
+            wlen[w] = o
+        # the pairs formed by this merge: their words, then into the heap
+        for e in range(n_ev):
+            pairs[events[e, 0], P_LEN] += 1
+        pool = _grow(pool, pool_n + n_ev)
+        for q in range(first_new, n_pairs):
+            pairs[q, P_START] = pool_n
+            pool_n += pairs[q, P_LEN]
+            pairs[q, P_LEN] = 0
+        for e in range(n_ev):
+            q = events[e, 0]
+            pool[pairs[q, P_START] + pairs[q, P_LEN]] = events[e, 1]
+            pairs[q, P_LEN] += 1
+        for q in range(first_new, n_pairs):
+            if pairs[q, P_COUNT] > 0:
+                heap, n_heap = _push(heap, n_heap, pairs[q, P_COUNT], pairs[q, P_KEY], q)
+        k += 1
+    return merges[:k], counts[:k]
+
+
+# --------------------------------------------------------------------------------------
+# Counting the words: GPT-2's pattern (the compiled scanner of dataprep/bpe.py, HF's
+# cuts), each distinct word once with its count, on several threads.
+# --------------------------------------------------------------------------------------
+
+WORD_CHUNK = 8 << 20   # text bytes counted by one task
+
+
+@njit(cache=True, nogil=True)
+def _dedupe(buf, starts, lengths, weights):
+    """The distinct byte strings buf[starts[i]:starts[i] + lengths[i]], with their weights
+    summed: (bytes side by side, lengths, counts), in order of first appearance."""
+    size = 1 << 10
+    while size < 2 * len(starts) + 2:
+        size *= 2
+    slot_of = np.full(size, -1, np.int64)   # slot -> the distinct string in it
+    hashes = np.zeros(len(starts), np.uint64)
+    first = np.empty(len(starts), np.int64)     # distinct -> its first occurrence
+    count = np.zeros(len(starts), np.int64)
+    n = 0
+    mask = size - 1
+    for i in range(len(starts)):
+        p, m = starts[i], lengths[i]
+        h = _hash(buf, p, p + m)
+        s = np.int64(h & np.uint64(mask))
+        while slot_of[s] != -1:
+            d = slot_of[s]
+            f = first[d]
+            if hashes[d] == h and lengths[f] == m and _same(buf, p, p + m, starts[f]):
+                break
+            s = (s + 1) & mask
+        if slot_of[s] == -1:
+            slot_of[s] = n
+            hashes[n] = h
+            first[n] = i
+            n += 1
+        count[slot_of[s]] += weights[i]
+    total = 0
+    for d in range(n):
+        total += lengths[first[d]]
+    out = np.empty(total, np.uint8)
+    out_len = np.empty(n, np.int64)
+    o = 0
+    for d in range(n):
+        f = first[d]
+        out[o:o + lengths[f]] = buf[starts[f]:starts[f] + lengths[f]]
+        out_len[d] = lengths[f]
+        o += lengths[f]
+    return out, out_len, count[:n].copy()
+
+
+@njit(cache=True, nogil=True)
+def _chunk_words(buf, offsets, classes):
+    """The distinct words of the documents buf[offsets[d]:offsets[d+1]] (see _dedupe)."""
+    starts, lengths, counts = _distinct_pieces(buf, offsets, classes)
+    return _dedupe(buf, starts, lengths, counts)
+
+
+def _unite(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+    """Several (bytes, lengths, counts) word lists as one, each word once."""
+    if len(parts) == 1:
+        return parts[0]
+    buf = np.concatenate([p[0] for p in parts])
+    lengths = np.concatenate([p[1] for p in parts])
+    counts = np.concatenate([p[2] for p in parts])
+    starts = np.zeros(len(lengths), np.int64)
+    np.cumsum(lengths[:-1], out=starts[1:])
+    return _dedupe(buf, starts, lengths, counts)
+
+
+def count_words(batches: Iterable[list[str]], threads: int | None = None):
+    """The training words: (their bytes side by side, lengths, counts) of every distinct
+    piece of GPT-2's pattern in the texts, counted in chunks of WORD_CHUNK bytes on
+    `threads` threads while the texts are read; chunks are united as they come, each
+    union at least doubling what it unites, so a word is copied a few times at most."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    classes = codepoint_classes()
+    threads = max(1, int(threads or os.cpu_count() or 1))
+    parts: list = []
+    running: deque = deque()
+
+    def collect(block: bool) -> None:
+        while running and (block or running[0].done() or len(running) > threads):
+            parts.append(running.popleft().result())
+            # unite when the newer parts hold as many bytes as the oldest one
+            if len(parts) > 1 and sum(len(p[0]) for p in parts[1:]) >= len(parts[0][0]):
+                parts[:] = [_unite(parts)]
+
+    with ThreadPoolExecutor(threads) as pool:
+        raw: list[bytes] = []
+        size = 0
+
+        def submit() -> None:
+            offsets = np.zeros(len(raw) + 1, np.int64)
+            np.cumsum([len(r) for r in raw], out=offsets[1:])
+            buf = np.frombuffer(b"".join(raw), np.uint8)
+            running.append(pool.submit(_chunk_words, buf, offsets, classes))
+            collect(False)
+
+        for batch in batches:
+            for t in batch:
+                raw.append(t.encode("utf-8"))
+                size += len(raw[-1])
+            if size >= WORD_CHUNK:
+                submit()
+                raw, size = [], 0
+        if raw:
+            submit()
+        collect(True)
+    if not parts:
+        return np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return _unite(parts)
+
+
+def train_fast(batches: Iterable[list[str]], vocab_size: int, min_frequency: int,
+               special_tokens: list[str] = SPECIAL_TOKENS, threads: int | None = None):
+    """The default trainer: BpeTrainer's training, compiled (the same tokenizer.json): the words counted on `threads` threads
+    (count_words), BpeTrainer's merge loop (_train_merges), the HF artefact (to_hf)."""
+    n_merges = vocab_size - 256 - len(special_tokens)
+    if n_merges < 0:
+        raise ValueError(f"vocab_size {vocab_size} below the 256 bytes and "
+                         f"{len(special_tokens)} special tokens")
+    wbuf, wlen, wcount = count_words(batches, threads)
+    order = np.array(hf_byte_order(), np.int64)      # symbol r < 256 is byte order[r]
+    rank = np.empty(256, np.int32)
+    rank[order] = np.arange(256, dtype=np.int32)
+    sym = rank[wbuf]
+    wstart = np.zeros(len(wlen), np.int64)
+    np.cumsum(wlen[:-1], out=wstart[1:])
+    merges, _ = _train_merges(sym, wstart, wlen.astype(np.int64).copy(), wcount,
+                              n_merges, max(int(min_frequency), 0))
+    del sym, wbuf
+    merges = np.where(merges < 256, order[np.minimum(merges, 255)], merges)  # byte values
+    tokens = [bytes([b]) for b in range(256)]
+    for a, b in merges.tolist():
+        tokens.append(tokens[a] + tokens[b])
+    return to_hf(tokens, merges, special_tokens)

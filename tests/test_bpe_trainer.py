@@ -1,5 +1,6 @@
-"""algorithms/bpe_trainer.py: the fast trainer gives the tutorial's tokenizer, as good as
-BpeTrainer's, deterministically; the replayed merge counts and min_frequency."""
+"""algorithms/bpe_trainer.py: the compiled trainer gives BpeTrainer's tokenizer.json byte
+for byte, for any number of threads, min_frequency included; rustbpe's (evaluated, not the
+default) gives the tutorial's artefact, as good as BpeTrainer's; the words are HF's."""
 
 from __future__ import annotations
 
@@ -40,16 +41,59 @@ def batches(texts: list[str], size: int = 500) -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def trained():
+    """The sample's training part at VOCAB ids: (compiled, BpeTrainer, rustbpe, texts,
+    held-out table)."""
     train, held = sample_split()
     fast = bt.train_fast(batches(train), VOCAB, 2, SPECIAL_TOKENS, threads=2)
     hf = bt.train_hf(batches(train), VOCAB, 2, SPECIAL_TOKENS, threads=2)
-    return fast, hf, train, held
+    rust = bt.train_rustbpe(batches(train), VOCAB, 2, SPECIAL_TOKENS, threads=2)
+    return fast, hf, rust, train, held
+
+
+def test_compiled_trainer_gives_bpetrainers_tokenizer_byte_for_byte(trained, tmp_path):
+    fast, hf = trained[0], trained[1]
+    assert fast.to_str() == hf.to_str()
+    a, b = tmp_path / "fast.json", tmp_path / "hf.json"
+    fast.save(str(a))
+    hf.save(str(b))
+    assert a.read_bytes() == b.read_bytes()
+    assert bt.vocab_difference(fast, hf) == 0 and fast.get_vocab_size() == VOCAB
+
+
+def test_compiled_trainer_stops_where_bpetrainer_stops_on_min_frequency():
+    """300 documents cannot fill 30000 ids with pairs seen twice: both trainers stop at
+    the same short vocabulary (the stage's check then refuses it)."""
+    train = sample_split()[0][:300]
+    fast = bt.train_fast(batches(train, 100), 30000, 2, SPECIAL_TOKENS, threads=2)
+    assert fast.to_str() == bt.train_hf(batches(train, 100), 30000, 2, SPECIAL_TOKENS).to_str()
+    assert 2000 < fast.get_vocab_size() < 30000
+    with pytest.raises(StageError, match="too small"):
+        tt.check_vocab(fast, 30000, 1)
+    # every merge kept was seen at least twice (the counts replayed on the text); without
+    # min_frequency the same merges come first, and the next one was seen once
+    kept = byte_id_merges(fast)
+    assert len(kept) == fast.get_vocab_size() - len(SPECIAL_TOKENS) - 256
+    assert bt.merge_counts([train], kept).min() >= 2
+    every = byte_id_merges(bt.train_fast(batches(train, 100), 30000, 0, SPECIAL_TOKENS))
+    assert np.array_equal(every[:len(kept)], kept)
+    assert bt.merge_counts([train], every)[len(kept)] < 2
+
+
+def byte_id_merges(tok) -> np.ndarray:
+    """A byte-level tokenizer's merges with ids as merge_counts takes them: bytes by value,
+    merge k as 256 + k."""
+    ids = dict(byte_decoder())
+    out = []
+    for k, (x, y) in enumerate(json.loads(tok.to_str())["model"]["merges"]):
+        out.append((ids[x], ids[y]))
+        ids[x + y] = 256 + k
+    return np.array(out, np.int64).reshape(-1, 2)
 
 
 # ---- the artefact ------------------------------------------------------------------------
 
-def test_fast_tokenizer_is_laid_out_as_bpetrainers(trained, tmp_path):
-    fast, hf, _, _ = trained
+def test_rustbpe_tokenizer_is_laid_out_as_bpetrainers(trained, tmp_path):
+    fast, hf = trained[2], trained[1]
     a, b = json.loads(fast.to_str()), json.loads(hf.to_str())
     # everything but the learnt vocabulary and merges: added tokens (the specials at
     # 0..10, special), pre-tokenizer, decoder, model options
@@ -78,13 +122,14 @@ def test_fast_tokenizer_is_laid_out_as_bpetrainers(trained, tmp_path):
     t = transformers.PreTrainedTokenizerFast(tokenizer_file=str(path))
     text = "Hello , world .  机器学习 😀\n\n  x"
     assert t.decode(t(text)["input_ids"]) == text and len(t) == VOCAB
-    checks = tt.verify(fast, VOCAB, 1, trained[3].column("text").to_pylist()[:50])
+    checks = tt.verify(fast, VOCAB, 1, trained[4].column("text").to_pylist()[:50])
     assert checks["vocab_size"] == VOCAB and checks["special_ids"][SPECIAL_TOKENS[-1]] == n - 1
 
 
-def test_compiled_encoder_gives_hf_ids_on_the_fast_tokenizer(trained):
-    fast, _, _, held = trained
-    enc, plain = BpeEncoder.from_tokenizer(fast), ordinary_tokenizer(fast)
+@pytest.mark.parametrize("which", [0, 2])
+def test_compiled_encoder_gives_hf_ids_on_the_trained_tokenizers(trained, which):
+    tok, held = trained[which], trained[4]
+    enc, plain = BpeEncoder.from_tokenizer(tok), ordinary_tokenizer(tok)
     texts = held.column("text").to_pylist() + NEW_UNICODE + ["".join(NEW_UNICODE)] + [
         "emoji 😀 测试 👩‍👩‍👧 🇨🇳", "a" * 200, "  \t\n\n x  y\u3000z\xa0", "don't we'll I'M"]
     bad = [t for t in texts if enc.ids(t).tolist() != plain.encode(t, add_special_tokens=False).ids]
@@ -93,15 +138,15 @@ def test_compiled_encoder_gives_hf_ids_on_the_fast_tokenizer(trained):
 
 def test_train_hf_is_the_stages_train(trained):
     """train_hf gives byte for byte what train_tokenizer.train gives today."""
-    train = trained[2][:200]
+    train = trained[3][:200]
     assert bt.train_hf(batches(train), 800, 2, SPECIAL_TOKENS).to_str() == \
         tt.train(batches(train), 800, 2).to_str()
 
 
 # ---- quality ---------------------------------------------------------------------------
 
-def test_same_compression_as_bpetrainer_on_held_out_english_and_chinese(trained):
-    fast, hf, _, held = trained
+def test_rustbpe_compresses_as_bpetrainer_on_held_out_english_and_chinese(trained):
+    fast, hf, held = trained[2], trained[1], trained[4]
     a, b = tt.measure_compression(fast, held), tt.measure_compression(hf, held)
     for lang in ("en", "zh"):
         assert a[lang]["docs"] > 20
@@ -115,15 +160,16 @@ def test_same_compression_as_bpetrainer_on_held_out_english_and_chinese(trained)
 
 
 def test_compression_with_the_compiled_encoder_gives_the_same_numbers(trained):
-    fast, _, _, held = trained
+    fast, held = trained[2], trained[4]
     assert bt.measure_compression_fast(fast, held) == tt.measure_compression(fast, held)
 
 
 # ---- the split ---------------------------------------------------------------------------
 
-def test_fast_trainer_cuts_words_as_hf_bytelevel():
-    """Trained to the end on tricky strings, rustbpe makes each word one token, so its
-    encoding shows its cuts: they must be HF's ByteLevel pieces."""
+def test_words_are_hf_bytelevels_pieces():
+    """The words both trainers count are HF ByteLevel's pieces on tricky strings: the
+    compiled trainer's (count_words) exactly, with their counts; rustbpe's, trained to the
+    end, make each word one token, so its encoding shows its cuts."""
     import rustbpe
     from tokenizers import pre_tokenizers
 
@@ -132,11 +178,20 @@ def test_fast_trainer_cuts_words_as_hf_bytelevel():
              "½", "!", "?!", "。", "🙂", "👍🏽", "\u200d", "e\u0301", "\x00", "ǅ", "ß"] + NEW_UNICODE
     rng = np.random.default_rng(0)
     texts = ["".join(rng.choice(parts, size=rng.integers(1, 30))) for _ in range(2000)]
+    pre = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    dec = byte_decoder()
+    want: dict[bytes, int] = {}
+    for t in texts:
+        for p, _ in pre.pre_tokenize_str(t):
+            w = bytes(dec[c] for c in p)
+            want[w] = want.get(w, 0) + 1
+    buf, lengths, counts = bt.count_words(batches(texts, 7), threads=2)
+    ends = np.cumsum(lengths)
+    got = {bytes(buf[e - n:e]): int(c) for e, n, c in zip(ends, lengths, counts)}
+    assert got == want and len(got) == len(lengths)
     r = rustbpe.Tokenizer()
     r.train_from_iterator(texts, vocab_size=1_000_000, pattern=GPT2_PATTERN)
     vocab = [bytes(b) for b, _ in sorted(r.get_mergeable_ranks(), key=lambda x: x[1])]
-    pre = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    dec = byte_decoder()
     for t in texts:
         assert [vocab[i] for i in r.encode(t)] == \
                [bytes(dec[c] for c in p) for p, _ in pre.pre_tokenize_str(t)], repr(t)
@@ -167,18 +222,21 @@ def test_letters_numbers_spaces_of_every_code_point_as_hf():
 TRAIN_IN_CHILD = """
 import sys
 sys.path.insert(0, {root!r})
-from algorithms.bpe_trainer import train_fast
+from algorithms import bpe_trainer as bt
+bt.WORD_CHUNK = 1 << 16   # many chunks, counted on the threads in any order
 import pyarrow.parquet as pq
 texts = [t for t in pq.read_table({sample!r}, columns=["text"]).column("text").to_pylist() if t][:1000]
-tok = train_fast((texts[i:i + 300] for i in range(0, len(texts), 300)), 2000, 2, threads={threads})
+tok = getattr(bt, {fn!r})((texts[i:i + 300] for i in range(0, len(texts), 300)), 2000, 2,
+                          threads={threads})
 sys.stdout.write(tok.to_str())
 """
 
 
 def test_same_bytes_for_1_2_and_4_threads():
+    fn = "train_fast"
     outs = []
     for threads in (1, 2, 4):
-        code = TRAIN_IN_CHILD.format(root=str(ROOT), sample=str(SAMPLE), threads=threads)
+        code = TRAIN_IN_CHILD.format(root=str(ROOT), sample=str(SAMPLE), fn=fn, threads=threads)
         cp = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=300, cwd=ROOT)
         assert cp.returncode == 0, cp.stderr[-2000:]
@@ -193,7 +251,7 @@ def test_replayed_counts_are_rustbpes(trained):
     1% of the merges), and the counts never grow."""
     import rustbpe
 
-    train = trained[2][::2]
+    train = trained[3][::2]
     log = bt._rustbpe_logger()
     seen = bt._MergeLog()
     log.addHandler(seen)
@@ -211,18 +269,19 @@ def test_replayed_counts_are_rustbpes(trained):
     assert np.all(np.diff(counts) <= 0) and counts[-1] > 1
 
 
-def test_min_frequency_stops_where_pairs_get_rare():
-    """300 documents cannot fill 30000 ids with pairs seen twice: the vocabulary comes out
-    short (every merge seen at least twice, the next one rustbpe would make once), about
-    where BpeTrainer's does, and the stage's check refuses it."""
+def test_rustbpe_min_frequency_stops_where_pairs_get_rare():
+    """300 documents cannot fill 30000 ids with pairs seen twice: rustbpe's vocabulary is
+    cut short (every merge seen at least twice, the next one rustbpe made once), about
+    where BpeTrainer's stops, and the stage's check refuses it."""
     import rustbpe
 
     train = sample_split()[0][:300]
-    fast = bt.train_fast(batches(train, 100), 30000, 2, SPECIAL_TOKENS)
-    hf = bt.train_hf(batches(train, 100), 30000, 2, SPECIAL_TOKENS)
+    fast = bt.train_rustbpe(batches(train, 100), 30000, 2, SPECIAL_TOKENS)
     n = fast.get_vocab_size()
     assert 2000 < n < 30000
-    assert n == pytest.approx(hf.get_vocab_size(), rel=0.02)
+    # about where BpeTrainer stops (the compiled trainer stops exactly there, tested above)
+    assert n == pytest.approx(bt.train_fast(batches(train, 100), 30000, 2).get_vocab_size(),
+                              rel=0.02)
     r = rustbpe.Tokenizer()
     r.train_from_iterator(train, vocab_size=30000, pattern=GPT2_PATTERN)
     tokens = [bytes(b) for b, _ in sorted(r.get_mergeable_ranks(), key=lambda x: x[1])]
@@ -232,19 +291,15 @@ def test_min_frequency_stops_where_pairs_get_rare():
     assert counts[:kept].min() >= 2 and counts[kept] < 2
     assert json.loads(fast.to_str())["model"]["merges"] == \
         json.loads(bt.to_hf(tokens[:256 + kept], merges[:kept]).to_str())["model"]["merges"]
-    with pytest.raises(StageError, match="too small"):
-        tt.check_vocab(fast, 30000, 1)
-    # with min_frequency 0 every pair may merge, as BpeTrainer's default
-    assert bt.train_fast([train], 8000, 0).get_vocab_size() == 8000
     # a one-shot stream is kept for the second pass when it is small
-    assert bt.train_fast(iter(batches(train, 100)), 30000, 2).to_str() == fast.to_str()
+    assert bt.train_rustbpe(iter(batches(train, 100)), 30000, 2).to_str() == fast.to_str()
 
 
 def test_one_shot_stream_too_long_to_keep_is_refused(monkeypatch):
     train = sample_split()[0][:300]
     monkeypatch.setattr(bt, "ONE_SHOT_KEEP", 1000)
     with pytest.raises(RuntimeError, match="re-iterable"):
-        bt.train_fast(iter(batches(train, 100)), 30000, 2)
+        bt.train_rustbpe(iter(batches(train, 100)), 30000, 2)
 
 
 def test_a_token_that_is_not_a_merge_is_refused():
