@@ -592,51 +592,75 @@ def _train_merges(sym, wstart, wlen, wcount, n_merges, min_frequency):
     symbol ids in sym[wstart[w]:wstart[w] + wlen[w]], each seen wcount[w] times; symbols
     0..255 are the bytes in BpeTrainer's id order, merge k makes symbol 256 + k.
 
-    Pairs are counted with overlaps; each pair keeps the words it was formed in (all at
-    once: a pair holds the newest of its two symbols, which appeared in one merge); the
-    heap holds (count, pair), refreshed lazily, the higher count first and the smaller
-    pair on ties; merging a pair in a word changes the counts of its neighbours' pairs
-    exactly as BpeTrainer's Word::merge does. Stops after n_merges merges or when the
-    best pair is seen fewer than min_frequency times. Returns (pairs, counts)."""
+    As BpeTrainer: pairs are counted with overlaps; a heap holds (count, pair), refreshed
+    lazily, the higher count first and the smaller pair on ties; merging a pair changes
+    its neighbours' pair counts as BpeTrainer's Word::merge does, left to right in each
+    word; it stops after n_merges merges or when the best pair is seen fewer than
+    min_frequency times. Unlike BpeTrainer, which keeps for each pair the words holding it
+    and scans each of them whole at every merge, each pair keeps the positions where it
+    occurs, in order (a word's symbols are linked, a merged-away symbol is -1); a pair
+    holds the newest of its two symbols, so all its positions appear in one merge. A
+    position whose pair has changed since is skipped. Returns (pairs, counts)."""
+    n_sym = len(sym)
+    nxt = np.empty(n_sym, np.int32)     # next symbol of the same word, -1 at its end
+    prv = np.empty(n_sym, np.int32)     # previous one, -1 at its start
+    cnt = np.empty(n_sym, np.int64)     # the count of the word the position is in
+    for w in range(len(wlen)):
+        s, m = wstart[w], wlen[w]
+        for i in range(s, s + m):
+            nxt[i] = i + 1 if i + 1 < s + m else -1
+            prv[i] = i - 1 if i > s else -1
+            cnt[i] = wcount[w]
     table = np.full((1 << 16, 2), -1, np.int64)
     pairs = np.zeros((1 << 14, 5), np.int64)
     n_pairs = 0
-    n_ev = 0
-    for w in range(len(wlen)):
-        n_ev += max(wlen[w] - 1, 0)
-    events = np.empty((max(n_ev, 16), 2), np.int32)   # (pair, word) where a pair was formed
-    n_ev = 0
-    for w in range(len(wlen)):
-        s, c = wstart[w], wcount[w]
-        for i in range(wlen[w] - 1):
-            table, pairs, n_pairs, p = _pair(table, pairs, n_pairs, _key(sym[s + i], sym[s + i + 1]))
-            pairs[p, P_COUNT] += c
-            if pairs[p, P_LAST] != w:
-                pairs[p, P_LAST] = w
-                events[n_ev, 0], events[n_ev, 1] = p, w
-                n_ev += 1
-    # each pair's words, side by side in one pool
-    for e in range(n_ev):
-        pairs[events[e, 0], P_LEN] += 1
+    at = np.full(n_sym, -1, np.int32)   # the pair starting at each position
+    byte_pair = np.full(1 << 16, -1, np.int64)   # the pairs of two bytes, by a * 256 + b
+    for i in range(n_sym):
+        if nxt[i] != -1:
+            d = sym[i] * 256 + sym[i + 1]
+            p = byte_pair[d]
+            if p < 0:
+                table, pairs, n_pairs, p = _pair(table, pairs, n_pairs, _key(sym[i], sym[i + 1]))
+                byte_pair[d] = p
+            pairs[p, P_COUNT] += cnt[i]
+            pairs[p, P_LEN] += 1
+            at[i] = p
+    # each pair's positions, in order, side by side in one pool
     pool_n = 0
     for p in range(n_pairs):
         pairs[p, P_START] = pool_n
         pool_n += pairs[p, P_LEN]
         pairs[p, P_LEN] = 0
     pool = np.empty(max(16, pool_n + pool_n // 4), np.int32)
-    for e in range(n_ev):
-        p = events[e, 0]
-        pool[pairs[p, P_START] + pairs[p, P_LEN]] = events[e, 1]
-        pairs[p, P_LEN] += 1
+    for i in range(n_sym):
+        p = at[i]
+        if p >= 0:
+            pool[pairs[p, P_START] + pairs[p, P_LEN]] = i
+            pairs[p, P_LEN] += 1
+    at = np.empty(0, np.int32)
+    # a pair's count only falls once it is formed: one seen fewer than min_frequency times
+    # could never be merged, and stays out of the heap
+    least = max(1, min_frequency)
     heap = np.empty((max(16, n_pairs), 3), np.int64)
     n_heap = 0
     for p in range(n_pairs):
-        if pairs[p, P_COUNT] > 0:
+        if pairs[p, P_COUNT] >= least:
             heap[n_heap, 0], heap[n_heap, 1], heap[n_heap, 2] = pairs[p, P_COUNT], pairs[p, P_KEY], p
             n_heap += 1
     for i in range(n_heap // 2 - 1, -1, -1):
         _sift(heap, n_heap, i)
 
+    events = np.empty((1 << 16, 2), np.int32)   # (new pair, position) formed by a merge
+    # within one merge, the pairs a neighbouring symbol x loses and gains, by x: (x, a)
+    # and (x, new) on the left, (b, x) and (new, x) on the right; valid when stamped k
+    n_ids = 256 + n_merges
+    left_k = np.full(n_ids, -1, np.int64)
+    left_old = np.empty(n_ids, np.int64)
+    left_new = np.empty(n_ids, np.int64)
+    right_k = np.full(n_ids, -1, np.int64)
+    right_old = np.empty(n_ids, np.int64)
+    right_new = np.empty(n_ids, np.int64)
     merges = np.zeros((n_merges, 2), np.int64)
     counts = np.zeros(n_merges, np.int64)
     k = 0
@@ -648,7 +672,7 @@ def _train_merges(sym, wstart, wlen, wcount, n_merges, min_frequency):
             _sift(heap, n_heap, 0)
         now = pairs[p, P_COUNT]
         if now != count:          # stale: back in with its count
-            if now > 0:
+            if now >= least:
                 heap, n_heap = _push(heap, n_heap, now, key, p)
             continue
         if count < 1 or count < min_frequency:
@@ -659,41 +683,50 @@ def _train_merges(sym, wstart, wlen, wcount, n_merges, min_frequency):
         counts[k] = count
         first_new = n_pairs
         n_ev = 0
-        for j in range(pairs[p, P_START], pairs[p, P_START] + pairs[p, P_LEN]):
-            w = pool[j]
-            s, m, c = wstart[w], wlen[w], wcount[w]
-            i = o = 0
-            while i < m:
-                x = sym[s + i]
-                if x == a and i + 1 < m and sym[s + i + 1] == b:
-                    if o > 0:   # (prev, a) -> (prev, new)
-                        prev = sym[s + o - 1]
-                        pairs[_find(table, _key(prev, a)), P_COUNT] -= c
-                        table, pairs, n_pairs, q = _pair(table, pairs, n_pairs, _key(prev, new))
-                        pairs[q, P_COUNT] += c
-                        if pairs[q, P_LAST] != w:
-                            pairs[q, P_LAST] = w
-                            events = _grow(events, n_ev + 1)
-                            events[n_ev, 0], events[n_ev, 1] = q, w
-                            n_ev += 1
-                    if i + 2 < m:   # (b, next) -> (new, next)
-                        nxt = sym[s + i + 2]
-                        pairs[_find(table, _key(b, nxt)), P_COUNT] -= c
-                        table, pairs, n_pairs, q = _pair(table, pairs, n_pairs, _key(new, nxt))
-                        pairs[q, P_COUNT] += c
-                        if pairs[q, P_LAST] != w:
-                            pairs[q, P_LAST] = w
-                            events = _grow(events, n_ev + 1)
-                            events[n_ev, 0], events[n_ev, 1] = q, w
-                            n_ev += 1
-                    sym[s + o] = new
-                    i += 2
-                else:
-                    sym[s + o] = x
-                    i += 1
-                o += 1
-            wlen[w] = o
-        # the pairs formed by this merge: their words, then into the heap
+        for e in range(pairs[p, P_START], pairs[p, P_START] + pairs[p, P_LEN]):
+            i = pool[e]
+            if sym[i] != a:
+                continue
+            j = nxt[i]
+            if j == -1 or sym[j] != b:
+                continue
+            c = cnt[i]
+            h = prv[i]
+            if h != -1:   # (prev, a) -> (prev, new)
+                x = sym[h]
+                if left_k[x] != k:
+                    left_k[x] = k
+                    left_old[x] = _find(table, _key(x, a))
+                    table, pairs, n_pairs, q = _pair(table, pairs, n_pairs, _key(x, new))
+                    left_new[x] = q
+                pairs[left_old[x], P_COUNT] -= c
+                q = left_new[x]
+                pairs[q, P_COUNT] += c
+                if n_ev == len(events):
+                    events = _grow(events, n_ev + 1)
+                events[n_ev, 0], events[n_ev, 1] = q, h
+                n_ev += 1
+            g = nxt[j]
+            if g != -1:   # (b, next) -> (new, next)
+                y = sym[g]
+                if right_k[y] != k:
+                    right_k[y] = k
+                    right_old[y] = _find(table, _key(b, y))
+                    table, pairs, n_pairs, q = _pair(table, pairs, n_pairs, _key(new, y))
+                    right_new[y] = q
+                pairs[right_old[y], P_COUNT] -= c
+                q = right_new[y]
+                pairs[q, P_COUNT] += c
+                if n_ev == len(events):
+                    events = _grow(events, n_ev + 1)
+                events[n_ev, 0], events[n_ev, 1] = q, i
+                n_ev += 1
+            sym[i] = new
+            sym[j] = -1
+            nxt[i] = g
+            if g != -1:
+                prv[g] = i
+        # the pairs formed by this merge: their positions (in order), then into the heap
         for e in range(n_ev):
             pairs[events[e, 0], P_LEN] += 1
         pool = _grow(pool, pool_n + n_ev)
@@ -706,7 +739,7 @@ def _train_merges(sym, wstart, wlen, wcount, n_merges, min_frequency):
             pool[pairs[q, P_START] + pairs[q, P_LEN]] = events[e, 1]
             pairs[q, P_LEN] += 1
         for q in range(first_new, n_pairs):
-            if pairs[q, P_COUNT] > 0:
+            if pairs[q, P_COUNT] >= least:
                 heap, n_heap = _push(heap, n_heap, pairs[q, P_COUNT], pairs[q, P_KEY], q)
         k += 1
     return merges[:k], counts[:k]
