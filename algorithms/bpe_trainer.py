@@ -455,19 +455,24 @@ class Restartable:
 # Memory: the stage's check before training (train_tokenizer.check_memory).
 # --------------------------------------------------------------------------------------
 
-# rustbpe keeps each distinct word of GPT-2's pattern once (a map from the word to its
-# count while it reads, then the word as 4-byte ids and, for each pair of neighbouring ids,
-# the set of words holding it), so, like BpeTrainer's, its memory follows the distinct
-# words and their bytes; it needs far less per byte than BpeTrainer's 32-byte symbols.
-# Calibrated with bench/bench_tokenizer_memory.py (the stage's peak, process included).
-FAST_BASE = 400_000_000     # the process, its libraries and the trainer's fixed part
-FAST_PER_BYTE = 120         # per byte of distinct words
-FAST_PER_WORD = 0           # per distinct word
+# train_fast keeps each distinct word of GPT-2's pattern once, like BpeTrainer, so its
+# memory follows the distinct words and their bytes too, not the sample's size; per byte
+# of them it holds the symbol, its two links, its word's count and its place in its pair's
+# position list (4 bytes each, the list growing as merges form pairs), where BpeTrainer
+# holds a 32-byte symbol and a hash-set entry; per word, its start, length and count and
+# the hash table that counted it. Calibrated with bench/bench_tokenizer_memory.py
+# --trainers fast (the stage's peak, the process included) on the benchmark corpus: the
+# peak was 0.71-0.81 of this estimate on 12-45 MB of its Chinese documents and 0.76-0.82
+# on 48-191 MB of its English ones (AMD EPYC), about 0.55-0.6 of BpeTrainer's peak.
+FAST_BASE = 450_000_000     # the process, its libraries, the text being counted
+FAST_PER_BYTE = 64          # per byte of distinct words
+FAST_PER_WORD = 160         # per distinct word
 
 
 def fast_trainer_memory(distinct_words: int, word_bytes: int, sample_bytes: int) -> int:
     """Expected peak memory (bytes) of the stage training with train_fast on a sample of
-    sample_bytes whose distinct words number distinct_words and hold word_bytes bytes."""
+    sample_bytes whose distinct words number distinct_words and hold word_bytes bytes
+    (the sample's size hardly matters: its text passes through in chunks)."""
     return int(FAST_BASE + FAST_PER_BYTE * word_bytes + FAST_PER_WORD * distinct_words)
 
 
@@ -604,7 +609,7 @@ def _train_merges(sym, wstart, wlen, wcount, n_merges, min_frequency):
     n_sym = len(sym)
     nxt = np.empty(n_sym, np.int32)     # next symbol of the same word, -1 at its end
     prv = np.empty(n_sym, np.int32)     # previous one, -1 at its start
-    cnt = np.empty(n_sym, np.int64)     # the count of the word the position is in
+    cnt = np.empty(n_sym, np.int32)     # the count of the word the position is in
     for w in range(len(wlen)):
         s, m = wstart[w], wlen[w]
         for i in range(s, s + m):
@@ -690,7 +695,7 @@ def _train_merges(sym, wstart, wlen, wcount, n_merges, min_frequency):
             j = nxt[i]
             if j == -1 or sym[j] != b:
                 continue
-            c = cnt[i]
+            c = np.int64(cnt[i])
             h = prv[i]
             if h != -1:   # (prev, a) -> (prev, new)
                 x = sym[h]
@@ -729,7 +734,10 @@ def _train_merges(sym, wstart, wlen, wcount, n_merges, min_frequency):
         # the pairs formed by this merge: their positions (in order), then into the heap
         for e in range(n_ev):
             pairs[events[e, 0], P_LEN] += 1
-        pool = _grow(pool, pool_n + n_ev)
+        if pool_n + n_ev > len(pool):   # grow by half: the pool is the largest array
+            more = np.empty(max(pool_n + n_ev, len(pool) + len(pool) // 2), np.int32)
+            more[:pool_n] = pool[:pool_n]
+            pool = more
         for q in range(first_new, n_pairs):
             pairs[q, P_START] = pool_n
             pool_n += pairs[q, P_LEN]
@@ -874,11 +882,11 @@ def train_fast(batches: Iterable[list[str]], vocab_size: int, min_frequency: int
     rank = np.empty(256, np.int32)
     rank[order] = np.arange(256, dtype=np.int32)
     sym = rank[wbuf]
+    del wbuf
     wstart = np.zeros(len(wlen), np.int64)
     np.cumsum(wlen[:-1], out=wstart[1:])
-    merges, _ = _train_merges(sym, wstart, wlen.astype(np.int64).copy(), wcount,
-                              n_merges, max(int(min_frequency), 0))
-    del sym, wbuf
+    merges, _ = _train_merges(sym, wstart, wlen, wcount, n_merges, max(int(min_frequency), 0))
+    del sym
     merges = np.where(merges < 256, order[np.minimum(merges, 255)], merges)  # byte values
     tokens = [bytes([b]) for b in range(256)]
     for a, b in merges.tolist():
