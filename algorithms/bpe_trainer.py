@@ -9,7 +9,7 @@
      dataprep/bpe.py, whose cuts are HF ByteLevel's on every code point); each distinct
      word is kept once with its count, chunks of text counted on `threads` threads;
   2. _train_merges: BpeTrainer's merge loop (tokenizers' bpe/trainer.rs): pairs counted
-     with overlaps, each pair with the words it occurs in, a heap of (count, pair)
+     with overlaps, each pair with the positions where it occurs, a heap of (count, pair)
      refreshed lazily that takes the highest count and, on ties, the smaller pair of ids,
      the ids being BpeTrainer's (bytes in the order of their byte-level characters, then
      one per merge); merging a pair in a word changes its neighbours' pair counts as
@@ -24,8 +24,9 @@
   benchmark's comparison. Told to cut with GPT-2's pattern (its default is GPT-4's; its
   regex engine's letters, numbers and spaces are HF's on every code point), it gives the
   same bytes/token as BpeTrainer, its ties broken on byte values rather than BpeTrainer's
-  ids (a few tokens differ). It measured about 2.3x BpeTrainer's CPU time on 37 MB, short
-  of 3x: its regex split and its per-word hash maps cost more than the merges. It keeps
+  ids (a few tokens differ). It measured 2.3-3x faster than BpeTrainer (CPU s, 37 and
+  200 MB), short of the 3x asked of the default: its regex split (fancy-regex, GPT-2's
+  pattern has a look-ahead) and its pair counting take about half its time. It keeps
   neither the merge list nor its counts, and has no min_frequency; this module supplies
   them: recover_merges (a token's parts are what BPE makes of its bytes with the earlier
   merges, as tiktoken vocabularies are turned back into merge lists), and min_frequency
@@ -91,389 +92,6 @@ def train_hf(batches: Iterable[list[str]], vocab_size: int, min_frequency: int,
     )
     tok.train_from_iterator(batches, trainer=trainer)
     return tok
-
-
-# --------------------------------------------------------------------------------------
-# The fast trainer: rustbpe, then the HF artefact.
-# --------------------------------------------------------------------------------------
-
-_PROGRESS = re.compile(r"Progress: (\d+)% \((\d+)/(\d+) merges\) - Last merge: "
-                       r"\((\d+), (\d+)\) -> (\d+) \(frequency: (\d+)\)")
-
-
-class _MergeLog(logging.Handler):
-    """Collects rustbpe's progress records: (merges done, pair, new id, count)."""
-
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.merges: list[tuple[int, tuple[int, int], int, int]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        m = _PROGRESS.search(record.getMessage())
-        if m:
-            done, a, b, new, count = (int(m.group(i)) for i in (2, 4, 5, 6, 7))
-            self.merges.append((done, (a, b), new, count))
-
-
-def _rustbpe_logger() -> logging.Logger:
-    # INFO on before rustbpe is first used: its log bridge caches each logger's level
-    log = logging.getLogger(RUSTBPE_LOGGER)
-    log.setLevel(logging.INFO)
-    log.propagate = False   # its progress lines are ours to read, not the user's terminal
-    return log
-
-
-class _Stream:
-    """Texts from batches, flattened for rustbpe; a one-shot stream keeps its first
-    ONE_SHOT_KEEP bytes so that a second pass is possible when it was all kept."""
-
-    def __init__(self, batches: Iterable[list[str]]):
-        self.batches = batches
-        self.one_shot = iter(batches) is batches
-        self.kept: list[list[str]] | None = [] if self.one_shot else None
-        self.kept_bytes = 0
-        self.docs = 0
-
-    def texts(self):
-        for batch in self.batches:
-            self.docs += len(batch)
-            if self.kept is not None:
-                self.kept_bytes += sum(len(t) for t in batch)   # characters: a lower bound
-                if self.kept_bytes > ONE_SHOT_KEEP:
-                    self.kept = None
-                else:
-                    self.kept.append(list(batch))
-            yield from batch
-
-    def again(self) -> Iterable[list[str]] | None:
-        """The same batches once more, or None when a one-shot stream was too long."""
-        if not self.one_shot:
-            return self.batches
-        return self.kept
-
-
-def train_rustbpe(batches: Iterable[list[str]], vocab_size: int, min_frequency: int,
-                  special_tokens: list[str] = SPECIAL_TOKENS, threads: int | None = None):
-    """The same tokenizer as train_hf up to ties, with rustbpe (see the module docstring):
-    evaluated, not the default.
-
-    batches: lists of texts. A re-iterable (a list, or an object whose __iter__ starts
-    over) is read twice when min_frequency cuts the merges short; a one-shot iterator
-    is kept in memory for that up to ONE_SHOT_KEEP bytes, and longer ones raise then."""
-    import rustbpe
-
-    set_threads(threads)
-    merges_wanted = vocab_size - 256 - len(special_tokens)
-    if merges_wanted < 0:
-        raise ValueError(f"vocab_size {vocab_size} below the 256 bytes and "
-                         f"{len(special_tokens)} special tokens")
-    stream = _Stream(batches)
-    log = _rustbpe_logger()
-    seen = _MergeLog()
-    log.addHandler(seen)
-    try:
-        r = rustbpe.Tokenizer()
-        r.train_from_iterator(stream.texts(), vocab_size=256 + merges_wanted,
-                              pattern=GPT2_PATTERN)
-    finally:
-        log.removeHandler(seen)
-    tokens = [bytes(b) for b, _ in sorted(r.get_mergeable_ranks(), key=lambda x: x[1])]
-    merges = recover_merges(tokens)
-    for done, pair, new, _ in seen.merges:   # rustbpe's own word on some of its merges
-        if tuple(merges[new - 256]) != pair or done != new - 255:
-            raise RuntimeError(f"rustbpe logged merge {pair} -> {new}, recovered "
-                               f"{tuple(merges[new - 256])}")
-    keep = len(merges)
-    last = seen.merges[-1] if seen.merges else None
-    if keep and min_frequency > 1 and not (last and last[0] == keep and last[3] >= min_frequency):
-        again = stream.again()
-        if again is None:
-            raise RuntimeError(
-                "min_frequency: the last merge's count is unknown or too low, and the "
-                f"one-shot input (over {ONE_SHOT_KEEP >> 20} MB) cannot be read again; "
-                "pass the batches as a re-iterable")
-        counts = merge_counts(again, merges)
-        rare = np.flatnonzero(counts < min_frequency)
-        keep = int(rare[0]) if len(rare) else keep
-    return to_hf(tokens[:256 + keep], merges[:keep], special_tokens)
-
-
-def recover_merges(tokens: list[bytes]) -> np.ndarray:
-    """(left, right) ids of each merge, for rustbpe's tokens (ids: bytes 0..255, then one
-    per merge in order): BPE of each token's bytes with the merges before it, which
-    must leave exactly two tokens that no earlier merge joins."""
-    ranks: dict[tuple[int, int], int] = {}
-    out = np.zeros((max(0, len(tokens) - 256), 2), np.int64)
-    for k in range(256, len(tokens)):
-        parts = list(tokens[k])
-        while len(parts) > 2:
-            best, at = None, -1
-            for i in range(len(parts) - 1):
-                r = ranks.get((parts[i], parts[i + 1]))
-                if r is not None and (best is None or r < best):
-                    best, at = r, i
-            if best is None:
-                break
-            parts[at:at + 2] = [best]
-        pair = tuple(parts)
-        if len(pair) != 2 or pair in ranks or max(pair) >= k:
-            raise RuntimeError(f"token {k} ({tokens[k]!r}) is not one merge of two earlier "
-                               f"tokens (BPE with the earlier merges gives {parts})")
-        ranks[pair] = k
-        out[k - 256] = pair
-    return out
-
-
-def hf_byte_order() -> list[int]:
-    """The 256 bytes in BpeTrainer's order: sorted by their byte-level character."""
-    return [b for _, b in sorted((c, b) for c, b in byte_decoder().items())]
-
-
-def to_hf(tokens: list[bytes], merges: np.ndarray, special_tokens: list[str] = SPECIAL_TOKENS):
-    """The HF tokenizer for byte-level BPE tokens (ids: bytes 0..255, then one per merge)
-    and their merges, laid out as BpeTrainer lays it out: special tokens first (added,
-    special), the 256 byte characters sorted, then the merged tokens in merge order."""
-    from tokenizers import Tokenizer
-
-    byte_char = {b: c for c, b in byte_decoder().items()}
-    text = ["".join(byte_char[x] for x in t) for t in tokens]
-    n_special = len(special_tokens)
-    hf_id = np.zeros(len(tokens), np.int64)
-    hf_id[hf_byte_order()] = np.arange(n_special, n_special + 256)
-    hf_id[256:] = np.arange(n_special + 256, n_special + len(tokens))
-    vocab = {t: i for i, t in enumerate(special_tokens)}
-    for k in np.argsort(hf_id, kind="stable"):
-        if text[k] in vocab:
-            raise RuntimeError(f"token {text[k]!r} twice in the vocabulary")
-        vocab[text[k]] = int(hf_id[k])
-    spec = json.loads(new_tokenizer().to_str())
-    spec["model"]["vocab"] = vocab
-    spec["model"]["merges"] = [[text[a], text[b]] for a, b in merges.tolist()]
-    spec["added_tokens"] = [
-        {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-         "normalized": False, "special": True} for i, t in enumerate(special_tokens)]
-    return Tokenizer.from_str(json.dumps(spec, ensure_ascii=False))
-
-
-# --------------------------------------------------------------------------------------
-# Replaying the merges: how often each was seen when it was chosen.
-# --------------------------------------------------------------------------------------
-
-@njit(cache=True, nogil=True)
-def _hash(buf, p, q):
-    h = np.uint64(0xCBF29CE484222325)
-    for i in range(p, q):
-        h = (h ^ np.uint64(buf[i])) * np.uint64(0x100000001B3)
-    return h
-
-
-@njit(cache=True, nogil=True)
-def _same(buf, p, q, r):
-    for i in range(q - p):
-        if buf[p + i] != buf[r + i]:
-            return False
-    return True
-
-
-@njit(cache=True, nogil=True)
-def _distinct_pieces(buf, offsets, classes):
-    """The distinct pieces (GPT-2's pattern) of the documents buf[offsets[d]:offsets[d+1]]:
-    (start, length, count) of each, the start being its first occurrence."""
-    size = 1 << 12
-    key = np.full(size, -1, np.int64)      # start of the piece in buf
-    length = np.zeros(size, np.int64)
-    hashes = np.zeros(size, np.uint64)
-    count = np.zeros(size, np.int64)
-    n = 0
-    for d in range(len(offsets) - 1):
-        p, end = offsets[d], offsets[d + 1]
-        while p < end:
-            q = _piece_end(buf, p, end, classes)
-            h = _hash(buf, p, q)
-            mask = size - 1
-            s = np.int64(h & np.uint64(mask))
-            while key[s] != -1 and not (hashes[s] == h and length[s] == q - p
-                                         and _same(buf, p, q, key[s])):
-                s = (s + 1) & mask
-            if key[s] == -1:
-                key[s], length[s], hashes[s] = p, q - p, h
-                n += 1
-            count[s] += 1
-            if 2 * n > size:  # grow: rehash into twice the slots
-                size *= 2
-                k2 = np.full(size, -1, np.int64)
-                l2 = np.zeros(size, np.int64)
-                h2 = np.zeros(size, np.uint64)
-                c2 = np.zeros(size, np.int64)
-                for i in range(len(key)):
-                    if key[i] != -1:
-                        t = np.int64(hashes[i] & np.uint64(size - 1))
-                        while k2[t] != -1:
-                            t = (t + 1) & (size - 1)
-                        k2[t], l2[t], h2[t], c2[t] = key[i], length[i], hashes[i], count[i]
-                key, length, hashes, count = k2, l2, h2, c2
-            p = q
-    used = key != -1
-    return key[used], length[used], count[used]
-
-
-@njit(cache=True)
-def _replay(buf, starts, lengths, weights, table, pairs, counts):
-    """Add to counts[k] how often merge k's pair occurs (overlaps too, as a trainer
-    counts pairs) in each piece at the moment the merges before k have been applied:
-    BPE of the piece, lowest-ranked pair first, all its occurrences at once."""
-    ids = np.empty(16, np.int64)
-    for w in range(len(starts)):
-        m = lengths[w]
-        if m > len(ids):
-            ids = np.empty(2 * m, np.int64)
-        for i in range(m):
-            ids[i] = buf[starts[w] + i]
-        while m > 1:
-            best = -1
-            for i in range(m - 1):
-                r = _merge_lookup(table, ids[i], ids[i + 1])
-                if r >= 0 and (best < 0 or r < best):
-                    best = r
-            if best < 0:
-                break
-            a, b = pairs[best, 0], pairs[best, 1]
-            seen = 0
-            for i in range(m - 1):
-                if ids[i] == a and ids[i + 1] == b:
-                    seen += 1
-            counts[best] += seen * weights[w]
-            j = i = 0
-            while i < m:   # merge left to right, without overlaps
-                if i + 1 < m and ids[i] == a and ids[i + 1] == b:
-                    ids[j] = 256 + best
-                    i += 2
-                else:
-                    ids[j] = ids[i]
-                    i += 1
-                j += 1
-            m = j
-
-
-REPLAY_CHUNK = 32 << 20  # bytes of text whose distinct pieces are counted at once
-
-
-def merge_counts(batches: Iterable[list[str]], merges: np.ndarray) -> np.ndarray:
-    """How often each merge's pair was seen when a trainer chose it, on these texts:
-    count[k] for merge k = (left id, right id), ids as in recover_merges."""
-    counts = np.zeros(len(merges), np.int64)
-    if not len(merges):
-        return counts
-    if max(int(merges.max()), 256 + len(merges)) >= 1 << ID_BITS:
-        raise ValueError("too many merges for the merge table")
-    table = merge_table(merges)
-    classes = codepoint_classes()
-    pairs = merges.astype(np.int64)
-    chunk: list[bytes] = []
-    size = 0
-
-    def flush():
-        raw = chunk
-        offsets = np.zeros(len(raw) + 1, np.int64)
-        np.cumsum([len(r) for r in raw], out=offsets[1:])
-        buf = np.frombuffer(b"".join(raw), np.uint8)
-        starts, lengths, weights = _distinct_pieces(buf, offsets, classes)
-        _replay(buf, starts, lengths, weights, table, pairs, counts)
-
-    for batch in batches:
-        for t in batch:
-            chunk.append(t.encode("utf-8"))
-            size += len(chunk[-1])
-        if size >= REPLAY_CHUNK:
-            flush()
-            chunk, size = [], 0
-    if chunk:
-        flush()
-    return counts
-
-
-# --------------------------------------------------------------------------------------
-# Comparing two tokenizers.
-# --------------------------------------------------------------------------------------
-
-def vocab_difference(tok_a, tok_b) -> int:
-    """How many tokens of tok_a's vocabulary (added tokens included) are not in tok_b's."""
-    a = set(tok_a.get_vocab(with_added_tokens=True))
-    b = set(tok_b.get_vocab(with_added_tokens=True))
-    return len(a - b)
-
-
-# --------------------------------------------------------------------------------------
-# Compression on held-out text (4.5), with the compiled encoder.
-# --------------------------------------------------------------------------------------
-
-def measure_compression_fast(tok, heldout) -> dict:
-    """train_tokenizer.measure_compression's numbers (chars and bytes per token on the
-    held-out English and Chinese documents of the table `heldout`: text, lang), with the
-    compiled encoder dataprep.bpe.BpeEncoder (HF's ids, several times HF's speed) and
-    the characters and bytes counted in Arrow. Falls back to HF's encoder for a
-    tokenizer that is not a plain byte-level BPE."""
-    import pyarrow.compute as pc
-
-    from dataprep.bpe import BpeEncoder
-    from dataprep.tokenizer import ordinary_tokenizer
-
-    enc = BpeEncoder.from_tokenizer(tok)
-    plain = None if enc is not None else ordinary_tokenizer(tok)
-    out = {}
-    for lang in ("en", "zh"):
-        col = heldout.filter(pc.equal(heldout.column("lang"), lang)).column("text")
-        texts = col.to_pylist()
-        if not texts:
-            out[lang] = {"chars_per_token": None, "bytes_per_token": None, "docs": 0,
-                         "chars": 0, "bytes": 0, "tokens": 0}
-            continue
-        if enc is not None:
-            tokens = int(len(enc.pack(texts, 0)) - len(texts))   # one EOS per document
-        else:
-            tokens = sum(len(e.ids) for e in plain.encode_batch(texts, add_special_tokens=False))
-        chars = int(pc.sum(pc.utf8_length(col)).as_py() or 0)
-        nbytes = int(pc.sum(pc.binary_length(col)).as_py() or 0)
-        out[lang] = {"chars_per_token": round(chars / tokens, 4),
-                     "bytes_per_token": round(nbytes / tokens, 4),
-                     "docs": len(texts), "chars": chars, "bytes": nbytes, "tokens": tokens}
-    return out
-
-
-class Restartable:
-    """Batches that can be read more than once: each pass calls make() for a new stream
-    (train_fast reads the sample again when min_frequency cuts its merges short)."""
-
-    def __init__(self, make):
-        self.make = make
-
-    def __iter__(self):
-        return iter(self.make())
-
-
-# --------------------------------------------------------------------------------------
-# Memory: the stage's check before training (train_tokenizer.check_memory).
-# --------------------------------------------------------------------------------------
-
-# train_fast keeps each distinct word of GPT-2's pattern once, like BpeTrainer, so its
-# memory follows the distinct words and their bytes too, not the sample's size; per byte
-# of them it holds the symbol, its two links, its word's count and its place in its pair's
-# position list (4 bytes each, the list growing as merges form pairs), where BpeTrainer
-# holds a 32-byte symbol and a hash-set entry; per word, its start, length and count and
-# the hash table that counted it. Calibrated with bench/bench_tokenizer_memory.py
-# --trainers fast (the stage's peak, the process included) on the benchmark corpus: the
-# peak was 0.71-0.81 of this estimate on 12-45 MB of its Chinese documents and 0.76-0.82
-# on 48-191 MB of its English ones (AMD EPYC), about 0.55-0.6 of BpeTrainer's peak.
-FAST_BASE = 450_000_000     # the process, its libraries, the text being counted
-FAST_PER_BYTE = 64          # per byte of distinct words
-FAST_PER_WORD = 160         # per distinct word
-
-
-def fast_trainer_memory(distinct_words: int, word_bytes: int, sample_bytes: int) -> int:
-    """Expected peak memory (bytes) of the stage training with train_fast on a sample of
-    sample_bytes whose distinct words number distinct_words and hold word_bytes bytes
-    (the sample's size hardly matters: its text passes through in chunks)."""
-    return int(FAST_BASE + FAST_PER_BYTE * word_bytes + FAST_PER_WORD * distinct_words)
 
 
 # --------------------------------------------------------------------------------------
@@ -892,3 +510,386 @@ def train_fast(batches: Iterable[list[str]], vocab_size: int, min_frequency: int
     for a, b in merges.tolist():
         tokens.append(tokens[a] + tokens[b])
     return to_hf(tokens, merges, special_tokens)
+
+
+# --------------------------------------------------------------------------------------
+# Memory: the stage's check before training (train_tokenizer.check_memory).
+# --------------------------------------------------------------------------------------
+
+# train_fast keeps each distinct word of GPT-2's pattern once, like BpeTrainer, so its
+# memory follows the distinct words and their bytes too, not the sample's size; per byte
+# of them it holds the symbol, its two links, its word's count and its place in its pair's
+# position list (4 bytes each, the list growing as merges form pairs), where BpeTrainer
+# holds a 32-byte symbol and a hash-set entry; per word, its start, length and count and
+# the hash table that counted it. Calibrated with bench/bench_tokenizer_memory.py
+# --trainers fast (the stage's peak, the process included) on the benchmark corpus: the
+# peak was 0.71-0.81 of this estimate on 12-45 MB of its Chinese documents and 0.76-0.82
+# on 48-191 MB of its English ones (AMD EPYC), about 0.55-0.6 of BpeTrainer's peak.
+FAST_BASE = 450_000_000     # the process, its libraries, the text being counted
+FAST_PER_BYTE = 64          # per byte of distinct words
+FAST_PER_WORD = 160         # per distinct word
+
+
+def fast_trainer_memory(distinct_words: int, word_bytes: int, sample_bytes: int) -> int:
+    """Expected peak memory (bytes) of the stage training with train_fast on a sample of
+    sample_bytes whose distinct words number distinct_words and hold word_bytes bytes
+    (the sample's size hardly matters: its text passes through in chunks)."""
+    return int(FAST_BASE + FAST_PER_BYTE * word_bytes + FAST_PER_WORD * distinct_words)
+
+
+# --------------------------------------------------------------------------------------
+# rustbpe (evaluated, not the default), then the HF artefact.
+# --------------------------------------------------------------------------------------
+
+_PROGRESS = re.compile(r"Progress: (\d+)% \((\d+)/(\d+) merges\) - Last merge: "
+                       r"\((\d+), (\d+)\) -> (\d+) \(frequency: (\d+)\)")
+
+
+class _MergeLog(logging.Handler):
+    """Collects rustbpe's progress records: (merges done, pair, new id, count)."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.merges: list[tuple[int, tuple[int, int], int, int]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        m = _PROGRESS.search(record.getMessage())
+        if m:
+            done, a, b, new, count = (int(m.group(i)) for i in (2, 4, 5, 6, 7))
+            self.merges.append((done, (a, b), new, count))
+
+
+def _rustbpe_logger() -> logging.Logger:
+    # INFO on before rustbpe is first used: its log bridge caches each logger's level
+    log = logging.getLogger(RUSTBPE_LOGGER)
+    log.setLevel(logging.INFO)
+    log.propagate = False   # its progress lines are ours to read, not the user's terminal
+    return log
+
+
+class _Stream:
+    """Texts from batches, flattened for rustbpe; a one-shot stream keeps its first
+    ONE_SHOT_KEEP bytes so that a second pass is possible when it was all kept."""
+
+    def __init__(self, batches: Iterable[list[str]]):
+        self.batches = batches
+        self.one_shot = iter(batches) is batches
+        self.kept: list[list[str]] | None = [] if self.one_shot else None
+        self.kept_bytes = 0
+        self.docs = 0
+
+    def texts(self):
+        for batch in self.batches:
+            self.docs += len(batch)
+            if self.kept is not None:
+                self.kept_bytes += sum(len(t) for t in batch)   # characters: a lower bound
+                if self.kept_bytes > ONE_SHOT_KEEP:
+                    self.kept = None
+                else:
+                    self.kept.append(list(batch))
+            yield from batch
+
+    def again(self) -> Iterable[list[str]] | None:
+        """The same batches once more, or None when a one-shot stream was too long."""
+        if not self.one_shot:
+            return self.batches
+        return self.kept
+
+
+def train_rustbpe(batches: Iterable[list[str]], vocab_size: int, min_frequency: int,
+                  special_tokens: list[str] = SPECIAL_TOKENS, threads: int | None = None):
+    """The same tokenizer as train_hf up to ties, with rustbpe (see the module docstring):
+    evaluated, not the default.
+
+    batches: lists of texts. A re-iterable (a list, or an object whose __iter__ starts
+    over) is read twice when min_frequency cuts the merges short; a one-shot iterator
+    is kept in memory for that up to ONE_SHOT_KEEP bytes, and longer ones raise then."""
+    import rustbpe
+
+    set_threads(threads)
+    merges_wanted = vocab_size - 256 - len(special_tokens)
+    if merges_wanted < 0:
+        raise ValueError(f"vocab_size {vocab_size} below the 256 bytes and "
+                         f"{len(special_tokens)} special tokens")
+    stream = _Stream(batches)
+    log = _rustbpe_logger()
+    seen = _MergeLog()
+    log.addHandler(seen)
+    try:
+        r = rustbpe.Tokenizer()
+        r.train_from_iterator(stream.texts(), vocab_size=256 + merges_wanted,
+                              pattern=GPT2_PATTERN)
+    finally:
+        log.removeHandler(seen)
+    tokens = [bytes(b) for b, _ in sorted(r.get_mergeable_ranks(), key=lambda x: x[1])]
+    merges = recover_merges(tokens)
+    for done, pair, new, _ in seen.merges:   # rustbpe's own word on some of its merges
+        if tuple(merges[new - 256]) != pair or done != new - 255:
+            raise RuntimeError(f"rustbpe logged merge {pair} -> {new}, recovered "
+                               f"{tuple(merges[new - 256])}")
+    keep = len(merges)
+    last = seen.merges[-1] if seen.merges else None
+    if keep and min_frequency > 1 and not (last and last[0] == keep and last[3] >= min_frequency):
+        again = stream.again()
+        if again is None:
+            raise RuntimeError(
+                "min_frequency: the last merge's count is unknown or too low, and the "
+                f"one-shot input (over {ONE_SHOT_KEEP >> 20} MB) cannot be read again; "
+                "pass the batches as a re-iterable")
+        counts = merge_counts(again, merges)
+        rare = np.flatnonzero(counts < min_frequency)
+        keep = int(rare[0]) if len(rare) else keep
+    return to_hf(tokens[:256 + keep], merges[:keep], special_tokens)
+
+
+def recover_merges(tokens: list[bytes]) -> np.ndarray:
+    """(left, right) ids of each merge, for rustbpe's tokens (ids: bytes 0..255, then one
+    per merge in order): BPE of each token's bytes with the merges before it, which
+    must leave exactly two tokens that no earlier merge joins."""
+    ranks: dict[tuple[int, int], int] = {}
+    out = np.zeros((max(0, len(tokens) - 256), 2), np.int64)
+    for k in range(256, len(tokens)):
+        parts = list(tokens[k])
+        while len(parts) > 2:
+            best, at = None, -1
+            for i in range(len(parts) - 1):
+                r = ranks.get((parts[i], parts[i + 1]))
+                if r is not None and (best is None or r < best):
+                    best, at = r, i
+            if best is None:
+                break
+            parts[at:at + 2] = [best]
+        pair = tuple(parts)
+        if len(pair) != 2 or pair in ranks or max(pair) >= k:
+            raise RuntimeError(f"token {k} ({tokens[k]!r}) is not one merge of two earlier "
+                               f"tokens (BPE with the earlier merges gives {parts})")
+        ranks[pair] = k
+        out[k - 256] = pair
+    return out
+
+
+def hf_byte_order() -> list[int]:
+    """The 256 bytes in BpeTrainer's order: sorted by their byte-level character."""
+    return [b for _, b in sorted((c, b) for c, b in byte_decoder().items())]
+
+
+def to_hf(tokens: list[bytes], merges: np.ndarray, special_tokens: list[str] = SPECIAL_TOKENS):
+    """The HF tokenizer for byte-level BPE tokens (ids: bytes 0..255, then one per merge)
+    and their merges, laid out as BpeTrainer lays it out: special tokens first (added,
+    special), the 256 byte characters sorted, then the merged tokens in merge order."""
+    from tokenizers import Tokenizer
+
+    byte_char = {b: c for c, b in byte_decoder().items()}
+    text = ["".join(byte_char[x] for x in t) for t in tokens]
+    n_special = len(special_tokens)
+    hf_id = np.zeros(len(tokens), np.int64)
+    hf_id[hf_byte_order()] = np.arange(n_special, n_special + 256)
+    hf_id[256:] = np.arange(n_special + 256, n_special + len(tokens))
+    vocab = {t: i for i, t in enumerate(special_tokens)}
+    for k in np.argsort(hf_id, kind="stable"):
+        if text[k] in vocab:
+            raise RuntimeError(f"token {text[k]!r} twice in the vocabulary")
+        vocab[text[k]] = int(hf_id[k])
+    spec = json.loads(new_tokenizer().to_str())
+    spec["model"]["vocab"] = vocab
+    spec["model"]["merges"] = [[text[a], text[b]] for a, b in merges.tolist()]
+    spec["added_tokens"] = [
+        {"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True} for i, t in enumerate(special_tokens)]
+    return Tokenizer.from_str(json.dumps(spec, ensure_ascii=False))
+
+
+# --------------------------------------------------------------------------------------
+# Replaying the merges: how often each was seen when it was chosen.
+# --------------------------------------------------------------------------------------
+
+@njit(cache=True, nogil=True)
+def _hash(buf, p, q):
+    h = np.uint64(0xCBF29CE484222325)
+    for i in range(p, q):
+        h = (h ^ np.uint64(buf[i])) * np.uint64(0x100000001B3)
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _same(buf, p, q, r):
+    for i in range(q - p):
+        if buf[p + i] != buf[r + i]:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _distinct_pieces(buf, offsets, classes):
+    """The distinct pieces (GPT-2's pattern) of the documents buf[offsets[d]:offsets[d+1]]:
+    (start, length, count) of each, the start being its first occurrence."""
+    size = 1 << 12
+    key = np.full(size, -1, np.int64)      # start of the piece in buf
+    length = np.zeros(size, np.int64)
+    hashes = np.zeros(size, np.uint64)
+    count = np.zeros(size, np.int64)
+    n = 0
+    for d in range(len(offsets) - 1):
+        p, end = offsets[d], offsets[d + 1]
+        while p < end:
+            q = _piece_end(buf, p, end, classes)
+            h = _hash(buf, p, q)
+            mask = size - 1
+            s = np.int64(h & np.uint64(mask))
+            while key[s] != -1 and not (hashes[s] == h and length[s] == q - p
+                                         and _same(buf, p, q, key[s])):
+                s = (s + 1) & mask
+            if key[s] == -1:
+                key[s], length[s], hashes[s] = p, q - p, h
+                n += 1
+            count[s] += 1
+            if 2 * n > size:  # grow: rehash into twice the slots
+                size *= 2
+                k2 = np.full(size, -1, np.int64)
+                l2 = np.zeros(size, np.int64)
+                h2 = np.zeros(size, np.uint64)
+                c2 = np.zeros(size, np.int64)
+                for i in range(len(key)):
+                    if key[i] != -1:
+                        t = np.int64(hashes[i] & np.uint64(size - 1))
+                        while k2[t] != -1:
+                            t = (t + 1) & (size - 1)
+                        k2[t], l2[t], h2[t], c2[t] = key[i], length[i], hashes[i], count[i]
+                key, length, hashes, count = k2, l2, h2, c2
+            p = q
+    used = key != -1
+    return key[used], length[used], count[used]
+
+
+@njit(cache=True)
+def _replay(buf, starts, lengths, weights, table, pairs, counts):
+    """Add to counts[k] how often merge k's pair occurs (overlaps too, as a trainer
+    counts pairs) in each piece at the moment the merges before k have been applied:
+    BPE of the piece, lowest-ranked pair first, all its occurrences at once."""
+    ids = np.empty(16, np.int64)
+    for w in range(len(starts)):
+        m = lengths[w]
+        if m > len(ids):
+            ids = np.empty(2 * m, np.int64)
+        for i in range(m):
+            ids[i] = buf[starts[w] + i]
+        while m > 1:
+            best = -1
+            for i in range(m - 1):
+                r = _merge_lookup(table, ids[i], ids[i + 1])
+                if r >= 0 and (best < 0 or r < best):
+                    best = r
+            if best < 0:
+                break
+            a, b = pairs[best, 0], pairs[best, 1]
+            seen = 0
+            for i in range(m - 1):
+                if ids[i] == a and ids[i + 1] == b:
+                    seen += 1
+            counts[best] += seen * weights[w]
+            j = i = 0
+            while i < m:   # merge left to right, without overlaps
+                if i + 1 < m and ids[i] == a and ids[i + 1] == b:
+                    ids[j] = 256 + best
+                    i += 2
+                else:
+                    ids[j] = ids[i]
+                    i += 1
+                j += 1
+            m = j
+
+
+REPLAY_CHUNK = 32 << 20  # bytes of text whose distinct pieces are counted at once
+
+
+def merge_counts(batches: Iterable[list[str]], merges: np.ndarray) -> np.ndarray:
+    """How often each merge's pair was seen when a trainer chose it, on these texts:
+    count[k] for merge k = (left id, right id), ids as in recover_merges."""
+    counts = np.zeros(len(merges), np.int64)
+    if not len(merges):
+        return counts
+    if max(int(merges.max()), 256 + len(merges)) >= 1 << ID_BITS:
+        raise ValueError("too many merges for the merge table")
+    table = merge_table(merges)
+    classes = codepoint_classes()
+    pairs = merges.astype(np.int64)
+    chunk: list[bytes] = []
+    size = 0
+
+    def flush():
+        raw = chunk
+        offsets = np.zeros(len(raw) + 1, np.int64)
+        np.cumsum([len(r) for r in raw], out=offsets[1:])
+        buf = np.frombuffer(b"".join(raw), np.uint8)
+        starts, lengths, weights = _distinct_pieces(buf, offsets, classes)
+        _replay(buf, starts, lengths, weights, table, pairs, counts)
+
+    for batch in batches:
+        for t in batch:
+            chunk.append(t.encode("utf-8"))
+            size += len(chunk[-1])
+        if size >= REPLAY_CHUNK:
+            flush()
+            chunk, size = [], 0
+    if chunk:
+        flush()
+    return counts
+
+
+# --------------------------------------------------------------------------------------
+# Comparing two tokenizers.
+# --------------------------------------------------------------------------------------
+
+def vocab_difference(tok_a, tok_b) -> int:
+    """How many tokens of tok_a's vocabulary (added tokens included) are not in tok_b's."""
+    a = set(tok_a.get_vocab(with_added_tokens=True))
+    b = set(tok_b.get_vocab(with_added_tokens=True))
+    return len(a - b)
+
+
+# --------------------------------------------------------------------------------------
+# Compression on held-out text (4.5), with the compiled encoder.
+# --------------------------------------------------------------------------------------
+
+def measure_compression_fast(tok, heldout) -> dict:
+    """train_tokenizer.measure_compression's numbers (chars and bytes per token on the
+    held-out English and Chinese documents of the table `heldout`: text, lang), with the
+    compiled encoder dataprep.bpe.BpeEncoder (HF's ids, several times HF's speed) and
+    the characters and bytes counted in Arrow. Falls back to HF's encoder for a
+    tokenizer that is not a plain byte-level BPE."""
+    import pyarrow.compute as pc
+
+    from dataprep.bpe import BpeEncoder
+    from dataprep.tokenizer import ordinary_tokenizer
+
+    enc = BpeEncoder.from_tokenizer(tok)
+    plain = None if enc is not None else ordinary_tokenizer(tok)
+    out = {}
+    for lang in ("en", "zh"):
+        col = heldout.filter(pc.equal(heldout.column("lang"), lang)).column("text")
+        texts = col.to_pylist()
+        if not texts:
+            out[lang] = {"chars_per_token": None, "bytes_per_token": None, "docs": 0,
+                         "chars": 0, "bytes": 0, "tokens": 0}
+            continue
+        if enc is not None:
+            tokens = int(len(enc.pack(texts, 0)) - len(texts))   # one EOS per document
+        else:
+            tokens = sum(len(e.ids) for e in plain.encode_batch(texts, add_special_tokens=False))
+        chars = int(pc.sum(pc.utf8_length(col)).as_py() or 0)
+        nbytes = int(pc.sum(pc.binary_length(col)).as_py() or 0)
+        out[lang] = {"chars_per_token": round(chars / tokens, 4),
+                     "bytes_per_token": round(nbytes / tokens, 4),
+                     "docs": len(texts), "chars": chars, "bytes": nbytes, "tokens": tokens}
+    return out
+
+
+class Restartable:
+    """Batches that can be read more than once: each pass calls make() for a new stream
+    (train_fast reads the sample again when min_frequency cuts its merges short)."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __iter__(self):
+        return iter(self.make())
