@@ -24,9 +24,11 @@
   benchmark's comparison. Told to cut with GPT-2's pattern (its default is GPT-4's; its
   regex engine's letters, numbers and spaces are HF's on every code point), it gives the
   same bytes/token as BpeTrainer, its ties broken on byte values rather than BpeTrainer's
-  ids (a few tokens differ). It measured 2.3-3x faster than BpeTrainer (CPU s, 37 and
-  200 MB), short of the 3x asked of the default: its regex split (fancy-regex, GPT-2's
-  pattern has a look-ahead) and its pair counting take about half its time. It keeps
+  ids (13 of 32,000 tokens differed on 37 MB). bench/bench_trainer.py measured it 2.7x
+  and 3.6x BpeTrainer's speed in CPU s on 37 and 200 MB of the benchmark corpus (2.2x
+  and 3.9x in wall s), against 5.6x and 8.9x (3.7x and 10x) for train_fast: its regex
+  split (fancy-regex: GPT-2's pattern has a look-ahead) and its pair counting take about
+  half its time. It keeps
   neither the merge list nor its counts, and has no min_frequency; this module supplies
   them: recover_merges (a token's parts are what BPE makes of its bytes with the earlier
   merges, as tiktoken vocabularies are turned back into merge lists), and min_frequency
