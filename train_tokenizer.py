@@ -380,15 +380,15 @@ def trainer_memory(word_bytes: int) -> int:
     return int(TRAINER_BASE + TRAINER_PER_BYTE * word_bytes)
 
 
-def bytes_that_fit(need: int, budget: int, sample_bytes: int) -> int:
+def bytes_that_fit(need: int, budget: int, sample_bytes: int, base: int = TRAINER_BASE) -> int:
     """The --max-bytes whose sample should fit in budget, if its distinct words shrank
     with it in proportion (Chinese runs, mostly distinct, nearly do; English words,
     which repeat, shrink more slowly, so the rerun's check may ask for less again): 5%
     below that, as a sample's bytes fall near its hash share, not on it, and rounded
     down to two significant digits. 0 when not even the fixed part fits."""
-    if budget <= TRAINER_BASE or need <= TRAINER_BASE:
+    if budget <= base or need <= base:
         return 0
-    fit = sample_bytes * (budget - TRAINER_BASE) / (need - TRAINER_BASE) * 0.95
+    fit = sample_bytes * (budget - base) / (need - base) * 0.95
     if fit < 1:
         return 0
     step = 10 ** max(0, len(str(int(fit))) - 2)
@@ -398,7 +398,12 @@ def bytes_that_fit(need: int, budget: int, sample_bytes: int) -> int:
 def check_memory(s: dict, budget: int | None, args: argparse.Namespace) -> int:
     """Print the expected peak memory of training on the sample s; stop (StageError, one
     line) when it is above budget, naming the --max-bytes that would fit. Returns it."""
-    need = trainer_memory(s["distinct_word_bytes"])
+    if getattr(args, "trainer", "hf") == "fast":
+        from algorithms.bpe_trainer import FAST_BASE, fast_trainer_memory
+        base = FAST_BASE
+        need = fast_trainer_memory(s["distinct_words"], s["distinct_word_bytes"], s["sample_bytes"])
+    else:
+        base, need = TRAINER_BASE, trainer_memory(s["distinct_word_bytes"])
     where = (f"--memory-budget {human_bytes(budget)}" if args.memory_budget != "auto"
              else f"{human_bytes(budget)} available" if budget else "available memory unknown")
     words = (f"{s['distinct_words']:,} distinct words, "
@@ -406,13 +411,13 @@ def check_memory(s: dict, budget: int | None, args: argparse.Namespace) -> int:
     print(f"trainer memory: about {human_bytes(need)} expected ({words}); {where}", flush=True)
     if budget is None or need <= budget:
         return need
-    fit = bytes_that_fit(need, budget, s["sample_bytes"])
+    fit = bytes_that_fit(need, budget, s["sample_bytes"], base)
     advice = (f"lower --max-bytes to {fit:,}" + (" (and --min-bytes to at most that)"
                                                   if args.min_bytes > fit else "")
               if fit else "no sample fits")
     raise StageError(
         f"training on this sample ({human_bytes(s['sample_bytes'])}: {words}) needs about "
-        f"{human_bytes(need)} of memory, more than {where}: BpeTrainer keeps every distinct "
+        f"{human_bytes(need)} of memory, more than {where}: the trainer keeps every distinct "
         f"word, and each run of Chinese characters is one; {advice}, or raise --memory-budget")
 
 
@@ -658,6 +663,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="stop before training when the trainer is expected to need more "
                         "memory than this, e.g. 16GB (default auto: the memory available "
                         "now). Never changes the output")
+    p.add_argument("--trainer", choices=["fast", "hf"], default="fast",
+                   help="fast (default): BpeTrainer's algorithm compiled "
+                        "(algorithms/bpe_trainer.py), the same tokenizer.json several times "
+                        "faster; hf: HF tokenizers' BpeTrainer, as in 4.7")
     add_force_arg(p)
     add_executor_args(p)
     args = p.parse_args(argv)
@@ -675,7 +684,8 @@ def main(argv: list[str] | None = None) -> int:
               "sample_ratio": args.sample_ratio, "min_bytes": args.min_bytes,
               "max_bytes": args.max_bytes, "max_doc_chars": args.max_doc_chars,
               "heldout_bytes": args.heldout_bytes, "seed": args.seed,
-              "special_tokens": SPECIAL_TOKENS, "tokenizers": tokenizers_version()}
+              "special_tokens": SPECIAL_TOKENS, "tokenizers": tokenizers_version(),
+              "trainer": args.trainer}
     # training is the slowest step of a rerun of the whole pipeline (minutes at 1 GB), and
     # its output depends only on the input, this config and the library: when the
     # tokenizer in place was trained from them, keep it
@@ -713,7 +723,10 @@ def main(argv: list[str] | None = None) -> int:
 
     with run.phase("train"):
         t = time.time()
-        tok = train(iter_sample(run.staging, tasks), args.vocab_size, args.min_frequency)
+        from algorithms.bpe_trainer import train_fast, train_hf
+        trainer = train_fast if args.trainer == "fast" else train_hf
+        tok = trainer(iter_sample(run.staging, tasks), args.vocab_size, args.min_frequency,
+                      SPECIAL_TOKENS, args.workers)
         train_secs = time.time() - t
         peak_mb = peak_rss_mb()   # this process's peak so far: training's, in practice
     heldout = read_heldout(run.staging, tasks)

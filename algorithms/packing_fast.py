@@ -37,6 +37,27 @@ ID_BITS = 20  # token ids below 2^20: a merge's two ids pack into one int64 key
 
 _CLASSES: np.ndarray | None = None
 
+# Letters and numbers of the `regex` package's newer Unicode that HF tokenizers' regex
+# engine (Oniguruma; Rust's regex crate, which rustbpe uses, agrees with it) does not know:
+# code points assigned after its Unicode version, which it classes as other (\p{Cn}), so
+# HF cuts a piece around them where a letter would continue it. Inclusive ranges; the
+# tests compare the whole table with HF's own classes (tests/test_bpe_trainer.py).
+UNKNOWN_TO_HF = [
+    (0x558, 0x558), (0x58B, 0x58C), (0x88F, 0x88F), (0xC5C, 0xC5C), (0xCDC, 0xCDC),
+    (0x208F, 0x208F), (0x209D, 0x209F), (0xA7CE, 0xA7CF), (0xA7D2, 0xA7D2),
+    (0xA7D4, 0xA7D4), (0xA7DD, 0xA7DD), (0xA7E2, 0xA7E2), (0xA7F1, 0xA7F1),
+    (0xAB6C, 0xAB6D), (0x107BB, 0x107BF), (0x10940, 0x10959), (0x10EC5, 0x10EC7),
+    (0x10ED9, 0x10EEE), (0x11B0A, 0x11B0A), (0x11DB0, 0x11DDB), (0x11DE0, 0x11DE9),
+    (0x11DF1, 0x11DF1), (0x1246F, 0x1246F), (0x12475, 0x1247F), (0x12550, 0x12686),
+    (0x16EA0, 0x16EB8), (0x16EBB, 0x16ED3), (0x16FF2, 0x16FF6), (0x187F8, 0x187FF),
+    (0x18CD6, 0x18CDA), (0x18D09, 0x18D20), (0x18D80, 0x18DF2), (0x18E00, 0x19191),
+    (0x191A0, 0x191D2), (0x1B123, 0x1B128), (0x1B168, 0x1B168), (0x1D6A6, 0x1D6A6),
+    (0x1DF1F, 0x1DF24), (0x1DF2B, 0x1DF81), (0x1DF90, 0x1DF96), (0x1DFCD, 0x1DFFF),
+    (0x1E6C0, 0x1E6DE), (0x1E6E0, 0x1E6E2), (0x1E6E4, 0x1E6E5), (0x1E6E7, 0x1E6ED),
+    (0x1E6F0, 0x1E6F4), (0x1E6FE, 0x1E6FF), (0x2B73A, 0x2B73F), (0x2B81E, 0x2B81E),
+    (0x2CEA2, 0x2CEAD), (0x323B0, 0x33479), (0x3D000, 0x3FC3F),
+]
+
 
 def codepoint_classes() -> np.ndarray:
     """uint8 class of every code point: \\p{L} letter, \\p{N} number, \\s space, else other."""
@@ -51,6 +72,8 @@ def codepoint_classes() -> np.ndarray:
         for value, pattern in ((LETTER, r"\p{L}+"), (NUMBER, r"\p{N}+"), (SPACE, r"\s+")):
             for m in regex.finditer(pattern, text):
                 cls[points[m.start():m.end()]] = value
+        for lo, hi in UNKNOWN_TO_HF:
+            cls[lo:hi + 1] = OTHER
         _CLASSES = cls
     return _CLASSES
 

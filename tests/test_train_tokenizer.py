@@ -139,6 +139,18 @@ def test_loads_in_transformers_with_eos(trained):
     assert t.decode(t(text)["input_ids"]) == text  # clean_up_tokenization_spaces is off
 
 
+def test_bpetrainer_gives_the_same_tokenizer(trained, sample_layout, tmp_path):
+    """--trainer hf (the tutorial's BpeTrainer) writes the default trainer's files byte for
+    byte; only the config in the manifest names the trainer."""
+    out = tmp_path / "tokenizer"
+    run_script("train_tokenizer.py", "--input", sample_layout / "raw", "--output", out,
+               "--vocab-size", VOCAB, "--workers", "2", "--trainer", "hf")
+    for name in ("tokenizer.json", "tokenizer_config.json", "report/heldout.parquet"):
+        assert (out / name).read_bytes() == (trained / name).read_bytes(), name
+    assert manifest(out)["config"]["trainer"] == "hf"
+    assert manifest(trained)["config"]["trainer"] == "fast"
+
+
 def test_same_bytes_for_any_workers(trained, sample_layout, tmp_path):
     out = tmp_path / "tokenizer"
     run_script("train_tokenizer.py", "--input", sample_layout / "raw", "--output", out,
@@ -210,14 +222,16 @@ def test_bad_flags_give_one_line_errors(sample_layout, tmp_path, args, words):
 def test_a_sample_too_large_for_memory_stops_before_training(trained, sample_layout, tmp_path):
     """A --memory-budget below the trainer's expected peak: one line naming the --max-bytes
     that fits, nothing trained, the previous output untouched. With that --max-bytes the
-    stage trains, expecting no more than the budget."""
+    stage trains, expecting no more than the budget. (The default trainer's estimate.)"""
+    from algorithms.bpe_trainer import FAST_BASE, fast_trainer_memory
+
     s = manifest(trained)["sample"]
-    need = tt.trainer_memory(s["distinct_word_bytes"])
+    need = fast_trainer_memory(s["distinct_words"], s["distinct_word_bytes"], s["sample_bytes"])
     assert s["han_chars"] > 100_000                         # the sample is half Chinese
     assert s["trainer_memory_expected_mb"] == round(need / 2**20, 1)
     # the estimate holds on this sample: the peak while training is not above it
     assert 0 < s["trainer_memory_peak_mb"] <= 1.1 * s["trainer_memory_expected_mb"]
-    budget = (tt.TRAINER_BASE + need) // 2
+    budget = (FAST_BASE + need) // 2
     out = tmp_path / "tokenizer"
     out.mkdir()
     (out / "keep.txt").write_text("previous output")
@@ -424,11 +438,13 @@ def test_bench_memory_smoke(tmp_path):
     rc = bm.main(["--corpus", str(SAMPLE.parent), "--zh-mb", "0.5", "--en-mb", "0.5",
                   "--vocab-size", "1000", "--json", str(out)])
     rows = json.loads(out.read_text())
-    assert [r["text"] for r in rows] == ["benchmark corpus, Chinese", "benchmark corpus, English"]
+    assert [(r["text"], r["trainer"]) for r in rows] == [
+        (f"benchmark corpus, {lang}", trainer) for lang in ("Chinese", "English")
+        for trainer in ("fast", "hf")]
     for r in rows:
         assert 0.4 < r["sample_mb"] < 0.7 and r["words"] > 1000 and r["peak_mb"] > 0
-        assert r["ok"] == (r["peak_mb"] <= bm.TARGET * r["expected_mb"])
-    assert rows[0]["han_chars"] > 10 * rows[1]["han_chars"]      # told apart by script
+        assert r["ok"] == (r["peak_mb"] <= bm.TARGET[r["trainer"]] * r["expected_mb"])
+    assert rows[0]["han_chars"] > 10 * rows[2]["han_chars"]      # told apart by script
     assert rc == 0
 
 
