@@ -45,7 +45,8 @@ from pipeline.errors import StageError, run_stage
 from pipeline.tables import markdown_table, save_report, table
 from pipeline.shards import open_shard
 from algorithms.tokenizer_file import load_tokenizer, ordinary_tokenizer
-from train_tokenizer import compression, doc_languages, script_counts
+from algorithms.tokenizer_checks import compression
+from algorithms.tokenizer_sample import doc_languages, script_counts
 
 LANGS = ("en", "zh")
 LANG_NAMES = {"en": "English", "zh": "Chinese"}

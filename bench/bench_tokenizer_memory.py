@@ -50,7 +50,7 @@ def split_by_language(corpus: Path, zh_mb: float, en_mb: float) -> dict[str, lis
     apart as train_tokenizer.py tells them (more Chinese characters than ASCII letters)."""
     import pyarrow.parquet as pq
 
-    import train_tokenizer as tt
+    from algorithms import tokenizer_sample
 
     want = {"zh": zh_mb * 1e6, "en": en_mb * 1e6}
     got = {"zh": [], "en": []}
@@ -60,7 +60,7 @@ def split_by_language(corpus: Path, zh_mb: float, en_mb: float) -> dict[str, lis
         raise SystemExit(f"{corpus} holds no parquet shards: run `make bench-corpus`")
     for f in files:
         col = pq.read_table(f, columns=["text"]).column("text")
-        langs = tt.doc_languages(*tt.script_counts(col))
+        langs = tokenizer_sample.doc_languages(*tokenizer_sample.script_counts(col))
         for text, lang in zip(col.to_pylist(), langs):
             if lang in got and size[lang] < want[lang] and text:
                 got[lang].append(text)

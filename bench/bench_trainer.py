@@ -51,14 +51,14 @@ def split_like_the_stage(texts: list[str], heldout_bytes: int = HELDOUT_BYTES):
     import numpy as np
     import pyarrow as pa
 
-    import train_tokenizer as tt
+    from algorithms import tokenizer_sample
     from pipeline.shards import id_hashes
 
     lengths = np.array([len(t.encode("utf-8")) for t in texts], np.int64)
-    cuts = tt.share_cuts(min(heldout_bytes / max(lengths.sum(), 1), tt.HELDOUT_MAX_SHARE), 1.0)
-    held, train = tt.choose_rows(id_hashes([str(i) for i in range(len(texts))], 0), lengths, cuts)
+    cuts = tokenizer_sample.share_cuts(min(heldout_bytes / max(lengths.sum(), 1), tokenizer_sample.HELDOUT_MAX_SHARE), 1.0)
+    held, train = tokenizer_sample.choose_rows(id_hashes([str(i) for i in range(len(texts))], 0), lengths, cuts)
     held_texts = [texts[i] for i in held]
-    langs = tt.doc_languages(*tt.script_counts(pa.array(held_texts, pa.string())))
+    langs = tokenizer_sample.doc_languages(*tokenizer_sample.script_counts(pa.array(held_texts, pa.string())))
     return ([texts[i][:MAX_DOC_CHARS] for i in train],
             pa.table({"text": pa.array(held_texts, pa.string()), "lang": list(langs)}))
 

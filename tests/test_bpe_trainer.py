@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import train_tokenizer as tt
+from algorithms import bpe_trainer, tokenizer_checks, tokenizer_sample
 from algorithms import bpe_trainer as bt
 from conftest import ROOT, SAMPLE
 from algorithms.packing_fast import BpeEncoder, codepoint_classes
@@ -31,7 +31,7 @@ def sample_split() -> tuple[list[str], pa.Table]:
     texts = [t for t in pq.read_table(SAMPLE, columns=["text"]).column("text").to_pylist() if t]
     held = texts[::10]
     train = [t for i, t in enumerate(texts) if i % 10] + ["".join(NEW_UNICODE)] * 400
-    langs = tt.doc_languages(*tt.script_counts(pa.array(held, pa.string())))
+    langs = tokenizer_sample.doc_languages(*tokenizer_sample.script_counts(pa.array(held, pa.string())))
     return train, pa.table({"text": held, "lang": list(langs)})
 
 
@@ -68,7 +68,7 @@ def test_compiled_trainer_stops_where_bpetrainer_stops_on_min_frequency():
     assert fast.to_str() == bt.train_hf(batches(train, 100), 30000, 2, SPECIAL_TOKENS).to_str()
     assert 2000 < fast.get_vocab_size() < 30000
     with pytest.raises(StageError, match="too small"):
-        tt.check_vocab(fast, 30000, 1)
+        tokenizer_checks.check_vocab(fast, 30000, 1)
     # every merge kept was seen at least twice (the counts replayed on the text); without
     # min_frequency the same merges come first, and the next one was seen once
     kept = byte_id_merges(fast)
@@ -122,7 +122,7 @@ def test_rustbpe_tokenizer_is_laid_out_as_bpetrainers(trained, tmp_path):
     t = transformers.PreTrainedTokenizerFast(tokenizer_file=str(path))
     text = "Hello , world .  机器学习 😀\n\n  x"
     assert t.decode(t(text)["input_ids"]) == text and len(t) == VOCAB
-    checks = tt.verify(fast, VOCAB, 1, trained[4].column("text").to_pylist()[:50])
+    checks = tokenizer_checks.verify(fast, VOCAB, 1, trained[4].column("text").to_pylist()[:50])
     assert checks["vocab_size"] == VOCAB and checks["special_ids"][SPECIAL_TOKENS[-1]] == n - 1
 
 
@@ -140,14 +140,14 @@ def test_train_hf_is_the_stages_train(trained):
     """train_hf gives byte for byte what train_tokenizer.train gives today."""
     train = trained[3][:200]
     assert bt.train_hf(batches(train), 800, 2, SPECIAL_TOKENS).to_str() == \
-        tt.train(batches(train), 800, 2).to_str()
+        bpe_trainer.train_hf(batches(train), 800, 2).to_str()
 
 
 # ---- quality ---------------------------------------------------------------------------
 
 def test_rustbpe_compresses_as_bpetrainer_on_held_out_english_and_chinese(trained):
     fast, hf, held = trained[2], trained[1], trained[4]
-    a, b = tt.measure_compression(fast, held), tt.measure_compression(hf, held)
+    a, b = tokenizer_checks.measure_compression(fast, held), tokenizer_checks.measure_compression(hf, held)
     for lang in ("en", "zh"):
         assert a[lang]["docs"] > 20
         assert a[lang]["bytes_per_token"] == pytest.approx(b[lang]["bytes_per_token"], rel=0.005), lang
@@ -161,7 +161,7 @@ def test_rustbpe_compresses_as_bpetrainer_on_held_out_english_and_chinese(traine
 
 def test_compression_with_the_compiled_encoder_gives_the_same_numbers(trained):
     fast, held = trained[2], trained[4]
-    assert bt.measure_compression_fast(fast, held) == tt.measure_compression(fast, held)
+    assert bt.measure_compression_fast(fast, held) == tokenizer_checks.measure_compression(fast, held)
 
 
 # ---- the split ---------------------------------------------------------------------------
