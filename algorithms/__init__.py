@@ -1,0 +1,1 @@
+"""The tutorial's algorithms, one module per section, each with its compiled fast path beside it."""
