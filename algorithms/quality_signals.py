@@ -79,6 +79,7 @@ STOP_WORDS = {"the", "be", "to", "of", "and", "that", "have", "with",   # datatr
               "的", "是", "在", "和", "了", "有", "不", "也"}            # Chinese ones
 
 
+@lru_cache(None)
 def is_cjk(ch: str) -> bool:
     """A Han ideograph or a kana: one word by itself (Chinese and Japanese have no spaces)."""
     return ch.isalpha() and unicodedata.name(ch, "").startswith(
@@ -144,10 +145,11 @@ def suffix_len(s: str) -> int:
             best = max(best, 1)
         if n > 2 and s[-3] == "°" and b in "FfCcKk":
             best = max(best, 1)
-    for end in ["+", "US$", "C$", "A$", *CURRENCY_CHARS, *UNITS]:   # after a digit
-        k = len(end)
-        if n > k and s.endswith(end) and is_digit(s[-k - 1]):
-            best = max(best, k)
+    if any(map(is_digit, s[-7:])):   # endings that count only after a digit
+        for end in ["+", "US$", "C$", "A$", *CURRENCY_CHARS, *UNITS]:
+            k = len(end)
+            if n > k and s.endswith(end) and is_digit(s[-k - 1]):
+                best = max(best, k)
     return best
 
 
