@@ -161,3 +161,11 @@ def test_no_pack_removes_chinese_prose_wholesale():
         kept = 1 - removed.mean()
         print(f"{pack}: keeps {kept:.1%} of the {len(zh)} Chinese documents the tutorial keeps")
         assert kept >= 0.85, pack
+
+
+def test_bench_smoke():
+    import bench_quality_signals
+    texts, _, _ = sample()
+    res = bench_quality_signals.run(texts[:60], quick=True)
+    assert all(d["agreement"] == 1.0 for d in res["packs"].values())
+    assert len(res["rows"]) == 2 * len(Q.PACKS)
