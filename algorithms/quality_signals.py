@@ -28,9 +28,11 @@ Chinese. Chinese has no spaces, so spaCy's English tokenizer makes one "word" of
 clause. Here every CJK character (a Han ideograph or a kana) is one word, as the tutorial
 counts Chinese, and everything else is cut exactly as above; on text without CJK
 characters `words()` gives spaCy's English tokens. The other script-aware choices:
-  * terminal punctuation (FineWeb) is datatrove's own Unicode set, which already has
-    。！？．｡, plus "…" (U+2026): a Chinese sentence may end in "……". Not "；" or "：",
-    which, like ";" and ":" that datatrove leaves out, end clauses and introduce lists;
+  * terminal punctuation (FineWeb) is datatrove's own Unicode set unchanged: it already
+    has 。！？．｡ (the ASCII-only set is C4's, whose line filter this project does not
+    use). Not "；" or "：", which, like ";" and ":" that datatrove leaves out, end clauses
+    and introduce lists; not "…" either: it ends English lines too ("git fsck …"), and
+    adding it changed datatrove's decision on English documents;
   * short lines (FineWeb) are measured in columns, a CJK character two: 30 characters of
     Chinese are a full sentence, not a menu item (without it the rule removed 70 of the
     sample's 1,415 Chinese documents, with it 3);
@@ -74,7 +76,7 @@ from datatrove.utils.text import PUNCTUATION_SET, TERMINAL_PUNCTUATION  # noqa: 
 
 SENTENCE_END = set("!.?։؟۔܀܁܂߹।॥၊။።፧፨᙮᜵᜶᠃᠉᥄᥅᪨᪩᪪᪫᭚᭛᭞᭟᰻᰼᱾᱿‼‽⁇⁈⁉⸮⸼꓿꘎꘏꛳꛷꡶꡷꣎꣏꤯꧈꧉꩝꩞꩟꫰꫱꯫﹒﹖﹗！．？"
                    "𐩖𐩗𑁇𑁈𑂾𑂿𑃀𑃁𑅁𑅂𑅃𑇅𑇆𑇍𑇞𑇟𑈸𑈹𑈻𑈼𑊩𑑋𑑌𑗂𑗃𑗉𑗊𑗋𑗌𑗍𑗎𑗏𑗐𑗑𑗒𑗓𑗔𑗕𑗖𑗗𑙁𑙂𑜼𑜽𑜾𑩂𑩃𑪛𑪜𑱁𑱂𑱁𑱂𖩮𖩯𖫵𖬷𖬸𖭄𛲟𝪈｡。")
-STOP_CHARS = tuple(TERMINAL_PUNCTUATION) + ("…",)
+STOP_CHARS = tuple(sorted(TERMINAL_PUNCTUATION))
 STOP_WORDS = {"the", "be", "to", "of", "and", "that", "have", "with",   # datatrove's
               "的", "是", "在", "和", "了", "有", "不", "也"}            # Chinese ones
 

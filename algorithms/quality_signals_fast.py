@@ -60,6 +60,8 @@ def _flag_table() -> tuple[np.ndarray, np.ndarray]:
                     (F_QUOTE, Q.QUOTE_CHARS), (F_DOTAFTER, Q.DOT_AFTER),
                     (F_STOP, "".join(Q.STOP_CHARS)), (F_SENT, "".join(Q.SENTENCE_END))):
         f[[ord(c) for c in s]] |= flag
+    # the compiled shortcut for chunks of letters relies on this
+    assert not np.any((f & F_ALPHA).astype(bool) & (f & (F_PRE | F_SUF | F_ICON)).astype(bool))
     f |= F_NONPUNCT
     f[[ord(c) for c in Q.PUNCTUATION_SET]] &= ~np.uint32(F_NONPUNCT)
     urlx = np.zeros(n, np.bool_)
@@ -535,6 +537,23 @@ def _glue(cps, n0, n1, T, ts, te, cand, tmp_s, tmp_e):
 def _chunk(cps, a, b, F, T, ts, te, n, sufs, cand, tmp_s, tmp_e):
     """Words of the whitespace-free chunk cps[a:b] appended at ts/te[n:]."""
     n0 = n
+    # Shortcut, same result: a chunk of letters only (no CJK) has nothing for the prefix,
+    # suffix, infix or URL rules to split; only a special case ("cannot") can.
+    plain = True
+    for q in range(a, b):
+        f = F[cps[q]]
+        if not (f & F_ALPHA) or (f & F_CJK):
+            plain = False
+            break
+    if plain:
+        (SH, KCP, KS, TL, TS, GLUE, PL, PS, MAXK, ECP, ES, HY, HS, SCP, SS) = T
+        k = _special(cps, a, b, SH, KCP, KS, MAXK)
+        if k < 0:
+            return _emit(ts, te, n, a, b)
+        n = _emit_special(k, a, ts, te, n, TL, TS)
+        if n - n0 == 1:
+            return n
+        return _glue(cps, n0, n, T, ts, te, cand, tmp_s, tmp_e)
     r = a
     for q in range(a, b):
         if F[cps[q]] & F_CJK:

@@ -143,13 +143,15 @@ def main() -> int:
     ap.add_argument("corpus", type=Path, help="folder with part-*.parquet (text, lang)")
     ap.add_argument("--mb", type=float, default=250, help="first MB of text to read")
     ap.add_argument("--examples", type=int, default=3)
+    ap.add_argument("--packs", default=",".join(Q.PACKS), help="comma-separated packs")
     a = ap.parse_args()
     texts, langs = read_corpus(a.corpus, a.mb)
     en = [t for t, lang in zip(texts, langs) if lang == "en"]
     zh = [t for t, lang in zip(texts, langs) if lang == "zh"]
     print(f"{len(texts)} documents in the first {a.mb:g} MB: {len(en)} English, {len(zh)} Chinese")
     ok = True
-    for pack in Q.PACKS:
+    packs = a.packs.split(",")
+    for pack in packs:
         t0 = time.time()
         res = agreement(pack, en, measure(pack, pa.array(en, pa.string())), a.examples)
         ok &= res["agreement"] >= 0.99
@@ -165,7 +167,7 @@ def main() -> int:
     if zh:
         print(f"\n== Chinese: share of the {len(zh)} documents each rule would remove")
         col = pa.array(zh, pa.string())
-        for pack in Q.PACKS:
+        for pack in packs:
             values = measure(pack, col)
             any_ = np.zeros(len(zh), bool)
             for r in Q.RULE_TABLE:
