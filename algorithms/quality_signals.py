@@ -46,6 +46,7 @@ characters `words()` gives spaCy's English tokens. The other script-aware choice
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import unicodedata
@@ -59,7 +60,7 @@ from pathlib import Path
 
 # spaCy's punctuation lists (spacy/lang/char_classes.py), as plain strings.
 PUNCT_CHARS = "…,:;!?¿؟¡()[]{}<>_#*&。？！，、；：～·।،۔؛٪"
-QUOTE_CHARS = "'\"”“`‘´’‚,„»«「」『』（）〔〕【】《》〈〉〈〉⟦⟧"
+QUOTE_CHARS = "'\"”“`‘´’‚,„»«「」『』（）〔〕【】《》〈〉\u2329\u232a⟦⟧"
 CURRENCY_CHARS = "$£€¥฿₽﷼₴₠₡₢₣₤₥₦₧₨₩₪₫₭₮₯₰₱₲₳₵₶₷₸₹₺₻₼₾₿"
 UNITS = ("km km² km³ m m² m³ dm dm² dm³ cm cm² cm³ mm mm² mm³ ha µm nm yd in ft kg g mg µg "
          "t lb oz m/s km/h kmh mph hPa Pa mbar mb MB kb KB gb GB tb TB T G M K % км км² км³ "
@@ -92,12 +93,25 @@ def is_icon(ch: str) -> bool:
     return unicodedata.category(ch) == "So"
 
 
+@lru_cache(None)
+def spacy_class(name: str, ch: str) -> bool:
+    """spaCy's letter classes ("alpha", "alpha_lower", "alpha_upper"), which its affix
+    rules use: close to str.isalpha, but not equal (code point ranges, in the JSON file)."""
+    ranges = spacy_data()[name]
+    i = bisect.bisect_right(ranges, [ord(ch), 0x110000]) - 1
+    return i >= 0 and ranges[i][0] <= ord(ch) <= ranges[i][1]
+
+
+def alpha(ch: str) -> bool:      # spaCy's ALPHA
+    return spacy_class("alpha", ch)
+
+
 def lowerish(ch: str) -> bool:   # spaCy's ALPHA_LOWER: lower-case or caseless letters
-    return ch.isalpha() and not ch.isupper()
+    return spacy_class("alpha_lower", ch)
 
 
 def upperish(ch: str) -> bool:   # spaCy's ALPHA_UPPER: upper-case or caseless letters
-    return ch.isalpha() and not ch.islower()
+    return spacy_class("alpha_upper", ch)
 
 
 def is_digit(ch: str) -> bool:   # spaCy's [0-9]
@@ -109,9 +123,13 @@ def is_digit(ch: str) -> bool:   # spaCy's [0-9]
 # --------------------------------------------------------------------------------------
 
 @lru_cache(1)
-def special_cases() -> dict[str, list[str]]:
+def spacy_data() -> dict:
     path = Path(__file__).with_name("spacy_en_special_cases.json")
-    return json.loads(path.read_text(encoding="utf-8"))["cases"]
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def special_cases() -> dict[str, list[str]]:
+    return spacy_data()["cases"]
 
 
 def prefix_len(s: str) -> int:
@@ -169,18 +187,18 @@ def infixes(s: str) -> list[tuple[int, int]]:
             end = i + 1
         elif is_digit(prev) and c in "+-*^" and (is_digit(nxt) or nxt == "-"):
             end = i + 1
-        elif c == "." and (lowerish(prev) or prev in QUOTE_CHARS) and nxt and (
+        elif c == "." and prev and (lowerish(prev) or prev in QUOTE_CHARS) and nxt and (
                 upperish(nxt) or nxt in QUOTE_CHARS):
             end = i + 1
-        elif c == "," and prev.isalpha() and nxt.isalpha():
+        elif c == "," and prev and alpha(prev) and nxt and alpha(nxt):
             end = i + 1
-        elif prev and (prev.isalpha() or is_digit(prev)):
+        elif prev and (alpha(prev) or is_digit(prev)):
             for h in HYPHENS:
                 after = s[i + len(h):i + len(h) + 1]
-                if s.startswith(h, i) and after.isalpha():
+                if s.startswith(h, i) and after and alpha(after):
                     end = i + len(h)
                     break
-            if not end and c in ":<>=/" and nxt.isalpha():
+            if not end and c in ":<>=/" and nxt and alpha(nxt):
                 end = i + 1
         if end:
             found.append((i, end))

@@ -31,7 +31,7 @@ F_SPACE, F_ALPHA, F_LOWER, F_UPPER = 1, 2, 4, 8
 F_CJK, F_ICON, F_PRE, F_SUF = 16, 32, 64, 128
 F_QUOTE, F_DOTAFTER, F_NONPUNCT, F_STOP = 256, 512, 1024, 2048
 F_SENT, F_PCAT, F_URLX, F_REWORD = 4096, 8192, 16384, 32768
-F_DECIMAL = 65536
+F_DECIMAL, F_SALPHA = 65536, 131072
 
 _TABLES = None
 _B = np.uint64(0x100000001B3)
@@ -48,8 +48,9 @@ def _flag_table() -> tuple[np.ndarray, np.ndarray]:
 
     add(F_SPACE, str.isspace)
     add(F_ALPHA, str.isalpha)
-    add(F_LOWER, Q.lowerish)
-    add(F_UPPER, Q.upperish)
+    for flag, name in ((F_SALPHA, "alpha"), (F_LOWER, "alpha_lower"), (F_UPPER, "alpha_upper")):
+        for a, b in Q.spacy_data()[name]:       # spaCy's letter classes, as Q reads them
+            f[a:b + 1] |= flag
     alpha = np.flatnonzero(f & F_ALPHA)
     f[[i for i in alpha if Q.is_cjk(chars[i])]] |= F_CJK
     cats = [unicodedata.category(c) for c in chars]
@@ -451,17 +452,17 @@ def _infixes(cps, lo, hi, F, HY, HS, ts, te, n):
         elif c == 46 and prev >= 0 and (F[prev] & (F_LOWER | F_QUOTE)) and nxt >= 0 and (
                 F[nxt] & (F_UPPER | F_QUOTE)):
             end = i + 1
-        elif c == 44 and prev >= 0 and (F[prev] & F_ALPHA) and nxt >= 0 and (F[nxt] & F_ALPHA):
+        elif c == 44 and prev >= 0 and (F[prev] & F_SALPHA) and nxt >= 0 and (F[nxt] & F_SALPHA):
             end = i + 1
-        elif prev >= 0 and ((F[prev] & F_ALPHA) or _digit(prev)):
+        elif prev >= 0 and ((F[prev] & F_SALPHA) or _digit(prev)):
             for h in range(HS.shape[0] - 1):
                 k = HS[h + 1] - HS[h]
                 if i + k < hi and _same(cps, i, i + k, HY, HS[h], HS[h + 1]) and (
-                        F[cps[i + k]] & F_ALPHA):
+                        F[cps[i + k]] & F_SALPHA):
                     end = i + k
                     break
             if end == 0 and (c == 58 or c == 60 or c == 62 or c == 61 or c == 47) and (
-                    nxt >= 0 and (F[nxt] & F_ALPHA)):
+                    nxt >= 0 and (F[nxt] & F_SALPHA)):
                 end = i + 1
         if end:
             if i != lo:                     # an infix at the very start is ignored

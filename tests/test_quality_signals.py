@@ -101,6 +101,23 @@ def test_special_cases_are_spacys_table():
     assert ours == {k: [t[ORTH] for t in v] for k, v in rules.items()}
 
 
+def test_character_lists_are_spacys():
+    from gen_spacy_special_cases import letter_ranges
+    from spacy.lang.char_classes import (LIST_CURRENCY, LIST_HYPHENS, LIST_PUNCT, LIST_QUOTES,
+                                         LIST_UNITS)
+    from spacy.pipeline import Sentencizer
+
+    def chars(items):
+        return {c.replace("\\", "") for c in items} - {""}
+    assert chars(LIST_PUNCT) == set(Q.PUNCT_CHARS) | {"……"}
+    assert chars(LIST_QUOTES) == set(Q.QUOTE_CHARS)
+    assert chars(LIST_CURRENCY) == set(Q.CURRENCY_CHARS) | {"US$", "C$", "A$"}
+    assert LIST_UNITS == Q.UNITS and tuple(LIST_HYPHENS) == Q.HYPHENS
+    assert set(Sentencizer.default_punct_chars) == Q.SENTENCE_END
+    data = json.loads((ROOT / "algorithms" / "spacy_en_special_cases.json").read_text())
+    assert letter_ranges() == {k: data[k] for k in ("alpha", "alpha_lower", "alpha_upper")}
+
+
 def test_rule_table_matches_datatrove_defaults():
     f = filters()
     names = [r["name"] for r in Q.RULE_TABLE]
