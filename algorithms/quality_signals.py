@@ -5,7 +5,7 @@ threshold. This module defines those numbers, one short function each, in the or
 learner meets them, grouped by rule set ("pack"):
 
     fineweb            FineWeb's quality filter (4 rules)
-    gopher_quality     Gopher's quality rules (9 rules)
+    gopher_quality     Gopher's quality rules (10 rules)
     gopher_repetition  Gopher's repetition rules (14 rules)
     c4                 C4's document-level rules (3 rules; this project never edits text)
 
@@ -19,8 +19,9 @@ Words. datatrove counts words with spaCy's blank English tokenizer: text is cut 
 whitespace, then punctuation is split off both ends of each piece ("end." -> "end", "."),
 some pieces are split inside ("well-known" -> "well", "-", "known"), and 1,347 special
 cases are applied ("don't" -> "do", "n't"; "e.g." stays whole). `words()` below is that
-tokenizer rewritten in plain Python (its table of special cases is copied from spaCy
-into spacy_en_special_cases.json). Punctuation marks are words too: "Hello, world." is
+tokenizer rewritten in plain Python (its table of special cases and its letter classes
+are copied from spaCy into spacy_en_special_cases.json by
+scripts/gen_spacy_special_cases.py). Punctuation marks are words too: "Hello, world." is
 four words, two of them without a letter -- that is why Gopher's "80% of words contain a
 letter" removes more English prose than one would guess.
 
