@@ -1,0 +1,1001 @@
+"""algorithms/quality_signals.py's signals for a whole batch, in one compiled pass a pack.
+
+    from algorithms.quality_signals_fast import measure
+    values = measure("gopher_quality", batch.column("text"))   # {signal: np.ndarray}
+
+gives, for every document of a string column (a null text counts as empty), exactly the
+numbers of the readable functions in quality_signals.py, computed straight from the
+column's Arrow UTF-8 buffers by numba, the way dataprep/textscan.py does for clean.py:
+
+- each text is decoded to code points once; character classes (str.isalpha, isspace,
+  unicodedata categories, CJK, spaCy's punctuation lists) come from tables built from
+  Python's own answers for every code point;
+- words are cut by the same steps as quality_signals.words() (spaCy's prefix, suffix,
+  infix and special-case rules, one word per CJK character), kept as (start, end) spans;
+- equal strings (lines, paragraphs, n-grams) are found with 64-bit polynomial hashes and
+  every hash match is confirmed by comparing the code points, so a collision can never
+  change a number;
+- every ratio is the same float64 division of the same two integers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+from numba import njit
+
+from algorithms import quality_signals as Q
+
+# character flags
+F_SPACE, F_ALPHA, F_LOWER, F_UPPER = 1, 2, 4, 8
+F_CJK, F_ICON, F_PRE, F_SUF = 16, 32, 64, 128
+F_QUOTE, F_DOTAFTER, F_NONPUNCT, F_STOP = 256, 512, 1024, 2048
+F_SENT, F_PCAT, F_URLX, F_REWORD = 4096, 8192, 16384, 32768
+F_DECIMAL, F_SALPHA = 65536, 131072
+
+_TABLES = None
+_B = np.uint64(0x100000001B3)
+
+
+def _flag_table() -> tuple[np.ndarray, np.ndarray]:
+    import unicodedata
+    n = 0x110000
+    chars = [chr(i) for i in range(n)]
+    f = np.zeros(n, np.uint32)
+
+    def add(flag, pred):
+        f[np.fromiter((pred(c) for c in chars), np.bool_, count=n)] |= flag
+
+    add(F_SPACE, str.isspace)
+    add(F_ALPHA, str.isalpha)
+    for flag, name in ((F_SALPHA, "alpha"), (F_LOWER, "alpha_lower"), (F_UPPER, "alpha_upper")):
+        for a, b in Q.spacy_data()[name]:       # spaCy's letter classes, as Q reads them
+            f[a:b + 1] |= flag
+    alpha = np.flatnonzero(f & F_ALPHA)
+    f[[i for i in alpha if Q.is_cjk(chars[i])]] |= F_CJK
+    cats = [unicodedata.category(c) for c in chars]
+    f[[i for i, c in enumerate(cats) if c == "So"]] |= F_ICON
+    f[[i for i, c in enumerate(cats) if c.startswith("P")]] |= F_PCAT
+    for flag, s in ((F_PRE, "§%=—–" + Q.PUNCT_CHARS + Q.QUOTE_CHARS + Q.CURRENCY_CHARS),
+                    (F_SUF, Q.PUNCT_CHARS + Q.QUOTE_CHARS + "—–"),
+                    (F_QUOTE, Q.QUOTE_CHARS), (F_DOTAFTER, Q.DOT_AFTER),
+                    (F_STOP, "".join(Q.STOP_CHARS)), (F_SENT, "".join(Q.SENTENCE_END))):
+        f[[ord(c) for c in s]] |= flag
+    # the compiled shortcut for chunks of letters relies on this
+    assert not np.any((f & F_ALPHA).astype(bool) & (f & (F_PRE | F_SUF | F_ICON)).astype(bool))
+    f |= F_NONPUNCT
+    f[[ord(c) for c in Q.PUNCTUATION_SET]] &= ~np.uint32(F_NONPUNCT)
+    urlx = np.zeros(n, np.bool_)
+    urlx[0xA1:0x10000] = True
+    for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789":
+        urlx[ord(c)] = True
+    f[urlx] |= F_URLX
+    add(F_REWORD, lambda c: c.isalnum() or c == "_")
+    add(F_DECIMAL, str.isdecimal)
+    lower = np.full(n, -1, np.int32)
+    for i, c in enumerate(chars):
+        lc = c.lower()
+        if len(lc) == 1:
+            lower[i] = ord(lc)
+    return f, lower
+
+
+def _cps(s: str) -> np.ndarray:
+    return np.array([ord(c) for c in s], np.int32)
+
+
+def _hash_py(cps) -> int:
+    h = 0
+    for c in cps:
+        h = (h * int(_B) + int(c)) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def _special_tables():
+    cases = Q.special_cases()
+    glued = {"".join(k): k for k in Q.glued_specials()}
+    keys = list(cases)
+    hashes = np.array([_hash_py(_cps(k)) for k in keys], np.uint64)
+    order = np.argsort(hashes, kind="stable")
+    kcp, ks, tl, ts, pl, ps, glue = [], [0], [], [0], [], [0], []
+    for i in order:
+        k = keys[i]
+        kcp += [ord(c) for c in k]
+        ks.append(len(kcp))
+        tl += [len(t) for t in cases[k]]
+        ts.append(len(tl))
+        glue.append(k in glued)
+        pl += [len(t) for t in glued.get(k, ())]
+        ps.append(len(pl))
+    endings = ["+", "US$", "C$", "A$", *Q.CURRENCY_CHARS, *Q.UNITS]
+    ecp = [ord(c) for e in endings for c in e]
+    es = np.cumsum([0] + [len(e) for e in endings])
+    hy = [ord(c) for h in Q.HYPHENS for c in h]
+    hs = np.cumsum([0] + [len(h) for h in Q.HYPHENS])
+    stop = sorted(Q.STOP_WORDS)
+    scp = [ord(c) for w in stop for c in w]
+    ss = np.cumsum([0] + [len(w) for w in stop])
+    i64, i32 = np.int64, np.int32
+    return (hashes[order], np.array(kcp, i32), np.array(ks, i64), np.array(tl, i32),
+            np.array(ts, i64), np.array(glue, np.bool_), np.array(pl, i32), np.array(ps, i64),
+            np.int64(max(map(len, keys))), np.array(ecp, i32), np.array(es, i64),
+            np.array(hy, i32), np.array(hs, i64), np.array(scp, i32), np.array(ss, i64))
+
+
+def tables():
+    """(flags, lower, specials...) built once per process from Python and the spaCy table."""
+    global _TABLES
+    if _TABLES is None:
+        f, lower = _flag_table()
+        _TABLES = (f, lower) + _special_tables()
+    return _TABLES
+
+
+# --------------------------------------------------------------------------------------
+# basics
+# --------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _decode(data, s, e, out):
+    """UTF-8 bytes data[s:e] -> code points in out; returns how many."""
+    n = 0
+    p = s
+    while p < e:
+        b0 = np.int32(data[p])
+        if b0 < 0x80:
+            out[n] = b0
+            p += 1
+        elif b0 < 0xE0:
+            out[n] = ((b0 & 0x1F) << 6) | (np.int32(data[p + 1]) & 0x3F)
+            p += 2
+        elif b0 < 0xF0:
+            out[n] = (((b0 & 0x0F) << 12) | ((np.int32(data[p + 1]) & 0x3F) << 6)
+                      | (np.int32(data[p + 2]) & 0x3F))
+            p += 3
+        else:
+            out[n] = (((b0 & 0x07) << 18) | ((np.int32(data[p + 1]) & 0x3F) << 12)
+                      | ((np.int32(data[p + 2]) & 0x3F) << 6) | (np.int32(data[p + 3]) & 0x3F))
+            p += 4
+        n += 1
+    return n
+
+
+@njit(cache=True, inline="always")
+def _poly(cps, a, b):
+    h = np.uint64(0)
+    for i in range(a, b):
+        h = h * np.uint64(0x100000001B3) + np.uint64(cps[i])
+    return h
+
+
+@njit(cache=True, inline="always")
+def _mix(h):
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    h ^= h >> np.uint64(33)
+    return h
+
+
+@njit(cache=True, inline="always")
+def _same(x, a0, a1, y, b0, b1):
+    if a1 - a0 != b1 - b0:
+        return False
+    for q in range(a1 - a0):
+        if x[a0 + q] != y[b0 + q]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _digit(c):
+    return 48 <= c <= 57
+
+
+@njit(cache=True)
+def _find_dups(cps, starts, ends, m, slots):
+    """datatrove's find_duplicates over the m strings cps[starts[i]:ends[i]]:
+    (how many repeat an earlier one, their characters)."""
+    size = 16
+    while size < 2 * m:
+        size *= 2
+    tab = slots[:size]
+    tab[:] = -1
+    mask = np.uint64(size - 1)
+    dup = 0
+    dchars = 0
+    for i in range(m):
+        a, b = starts[i], ends[i]
+        k = np.int64(_mix(_poly(cps, a, b)) & mask)
+        found = False
+        while tab[k] >= 0:
+            j = tab[k]
+            if _same(cps, a, b, cps, starts[j], ends[j]):
+                found = True
+                break
+            k = (k + 1) & (size - 1)
+        if found:
+            dup += 1
+            dchars += b - a
+        else:
+            tab[k] = i
+    return dup, dchars
+
+
+# --------------------------------------------------------------------------------------
+# words: quality_signals.words(), on code point spans
+# --------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _special(cps, a, b, SH, KCP, KS, MAXK):
+    """Index of the special case equal to cps[a:b], or -1."""
+    if b <= a or b - a > MAXK:
+        return -1
+    h = _poly(cps, a, b)
+    i = np.searchsorted(SH, h)
+    while i < SH.shape[0] and SH[i] == h:
+        if _same(cps, a, b, KCP, KS[i], KS[i + 1]):
+            return i
+        i += 1
+    return -1
+
+
+@njit(cache=True)
+def _prefix_len(cps, lo, hi, F):
+    c = cps[lo]
+    if c == 46 and lo + 1 < hi and cps[lo + 1] == 46:
+        q = lo
+        while q < hi and cps[q] == 46:
+            q += 1
+        return q - lo
+    if hi - lo >= 3 and c == 85 and cps[lo + 1] == 83 and cps[lo + 2] == 36:   # US$
+        return 3
+    if hi - lo >= 2 and (c == 67 or c == 65) and cps[lo + 1] == 36:              # C$ A$
+        return 2
+    if F[c] & (F_PRE | F_ICON):
+        return 1
+    if c == 43 and not (lo + 1 < hi and _digit(cps[lo + 1])):
+        return 1
+    return 0
+
+
+@njit(cache=True)
+def _suffix_len(cps, lo, hi, F, ECP, ES):
+    n = hi - lo
+    c = cps[hi - 1]
+    best = 0
+    if F[c] & (F_SUF | F_ICON):
+        best = 1
+    if n >= 2:
+        p = cps[hi - 2]
+        if ((p == 0x2026 and c == 0x2026) or ((p == 39 or p == 0x2019) and (c == 115 or c == 83))):
+            best = 2
+        if p == 46 and c == 46:
+            q = hi
+            while q > lo and cps[q - 1] == 46:
+                q -= 1
+            if hi - q > best:
+                best = hi - q
+    if c == 46 and n > 1:
+        b = cps[hi - 2]
+        if _digit(b) or (F[b] & (F_LOWER | F_DOTAFTER)):
+            best = max(best, 1)
+        if n > 2 and (F[cps[hi - 3]] & F_UPPER) and (F[b] & F_UPPER):
+            best = max(best, 1)
+        if n > 2 and cps[hi - 3] == 0xB0 and (b == 70 or b == 102 or b == 67 or b == 99
+                                                or b == 75 or b == 107):
+            best = max(best, 1)
+    # endings after a digit: only possible with a digit among the last few characters
+    anydigit = False
+    for q in range(max(lo, hi - 8), hi):
+        if _digit(cps[q]):
+            anydigit = True
+    if anydigit:
+        for e in range(ES.shape[0] - 1):
+            k = ES[e + 1] - ES[e]
+            if n > k and k > best and _digit(cps[hi - k - 1]) and _same(cps, hi - k, hi, ECP,
+                                                                        ES[e], ES[e + 1]):
+                best = k
+    return best
+
+
+@njit(cache=True)
+def _looks_like_url(cps, lo, hi, F):
+    # scheme
+    nst = 1
+    st0 = lo
+    st1 = -1
+    r = lo
+    while r < hi and ((F[cps[r]] & F_REWORD) or cps[r] == 43 or cps[r] == 45 or cps[r] == 46):
+        r += 1
+    if r - lo >= 2 and r + 2 < hi and cps[r] == 58 and cps[r + 1] == 47 and cps[r + 2] == 47:
+        st1 = r + 3
+        nst = 2
+    for si in range(nst):
+        base = st0 if si == 0 else st1
+        # host starts: base itself, or after any "@" at least one character in
+        h = base
+        while h <= hi:
+            if h == base or cps[h - 1] == 64:
+                if h == base or h - 1 >= base + 1:
+                    if _host_ok(cps, h, hi, F):
+                        return True
+            h += 1
+    return False
+
+
+@njit(cache=True)
+def _host_ok(cps, a, hi, F):
+    e = a
+    while e < hi and ((F[cps[e]] & F_URLX) or cps[e] == 95 or cps[e] == 45 or cps[e] == 46):
+        e += 1
+    # labels split by "."; the last is the top-level domain
+    last_dot = -1
+    for q in range(a, e):
+        if cps[q] == 46:
+            last_dot = q
+    if last_dot < 0:
+        return False
+    tld = e - last_dot - 1
+    if tld < 2 or tld > 63:
+        return False
+    for q in range(last_dot + 1, e):
+        if not (F[cps[q]] & F_LOWER):
+            return False
+    s = a
+    for q in range(a, last_dot + 1):
+        if cps[q] == 46:
+            ln = q - s
+            if ln < 1 or ln > 64:
+                return False
+            if not (F[cps[s]] & F_URLX) or not (F[cps[q - 1]] & F_URLX):
+                return False
+            s = q + 1
+    # port, path
+    r = e
+    if r < hi and cps[r] == 58:
+        d = r + 1
+        while d < hi and (F[cps[d]] & F_DECIMAL):
+            d += 1
+        if d - r - 1 < 2 or d - r - 1 > 5:
+            return False
+        r = d
+    if r == hi:
+        return True
+    c = cps[r]
+    return c == 47 or c == 63 or c == 35
+
+
+@njit(cache=True)
+def _emit(ts, te, n, a, b):
+    ts[n] = a
+    te[n] = b
+    return n + 1
+
+
+@njit(cache=True)
+def _emit_special(k, a, ts, te, n, TL, TS):
+    p = a
+    for q in range(TS[k], TS[k + 1]):
+        n = _emit(ts, te, n, p, p + TL[q])
+        p += TL[q]
+    return n
+
+
+@njit(cache=True)
+def _split_piece(cps, a, b, F, T, ts, te, n, sufs):
+    (SH, KCP, KS, TL, TS, GLUE, PL, PS, MAXK, ECP, ES, HY, HS, SCP, SS) = T
+    k = _special(cps, a, b, SH, KCP, KS, MAXK)
+    if k >= 0:
+        return _emit_special(k, a, ts, te, n, TL, TS)
+    lo, hi = a, b
+    nsuf = 0
+    last = -1
+    while lo < hi and hi - lo != last:
+        if _special(cps, lo, hi, SH, KCP, KS, MAXK) >= 0:
+            break
+        last = hi - lo
+        pre = _prefix_len(cps, lo, hi, F)
+        if pre and _special(cps, lo + pre, hi, SH, KCP, KS, MAXK) >= 0:
+            n = _emit(ts, te, n, lo, lo + pre)
+            lo += pre
+            break
+        suf = _suffix_len(cps, lo + pre, hi, F, ECP, ES) if lo + pre < hi else 0
+        if suf and _special(cps, lo, hi - suf, SH, KCP, KS, MAXK) >= 0:
+            sufs[nsuf] = hi - suf
+            nsuf += 1
+            hi -= suf
+            break
+        if pre:
+            n = _emit(ts, te, n, lo, lo + pre)
+            lo += pre
+        if suf:
+            sufs[nsuf] = hi - suf
+            nsuf += 1
+            hi -= suf
+    if lo < hi:
+        k = _special(cps, lo, hi, SH, KCP, KS, MAXK)
+        if k >= 0:
+            n = _emit_special(k, lo, ts, te, n, TL, TS)
+        elif _looks_like_url(cps, lo, hi, F):
+            n = _emit(ts, te, n, lo, hi)
+        else:
+            n = _infixes(cps, lo, hi, F, HY, HS, ts, te, n)
+    # suffixes: found from the end inwards, emitted in text order
+    for q in range(nsuf - 1, -1, -1):
+        s0 = sufs[q]
+        e0 = b if q == 0 else sufs[q - 1]
+        n = _emit(ts, te, n, s0, e0)
+    return n
+
+
+@njit(cache=True)
+def _infixes(cps, lo, hi, F, HY, HS, ts, te, n):
+    start = lo
+    i = lo
+    while i < hi:
+        c = cps[i]
+        prev = cps[i - 1] if i > lo else -1
+        nxt = cps[i + 1] if i + 1 < hi else -1
+        end = 0
+        if c == 46 and nxt == 46:
+            q = i
+            while q < hi and cps[q] == 46:
+                q += 1
+            end = q
+        elif c == 0x2026 or (F[c] & F_ICON):
+            end = i + 1
+        elif prev >= 0 and _digit(prev) and (c == 43 or c == 45 or c == 42 or c == 94) and (
+                nxt >= 0 and (_digit(nxt) or nxt == 45)):
+            end = i + 1
+        elif c == 46 and prev >= 0 and (F[prev] & (F_LOWER | F_QUOTE)) and nxt >= 0 and (
+                F[nxt] & (F_UPPER | F_QUOTE)):
+            end = i + 1
+        elif c == 44 and prev >= 0 and (F[prev] & F_SALPHA) and nxt >= 0 and (F[nxt] & F_SALPHA):
+            end = i + 1
+        elif prev >= 0 and ((F[prev] & F_SALPHA) or _digit(prev)):
+            for h in range(HS.shape[0] - 1):
+                k = HS[h + 1] - HS[h]
+                if i + k < hi and _same(cps, i, i + k, HY, HS[h], HS[h + 1]) and (
+                        F[cps[i + k]] & F_SALPHA):
+                    end = i + k
+                    break
+            if end == 0 and (c == 58 or c == 60 or c == 62 or c == 61 or c == 47) and (
+                    nxt >= 0 and (F[nxt] & F_SALPHA)):
+                end = i + 1
+        if end:
+            if i != lo:                     # an infix at the very start is ignored
+                if i != start:
+                    n = _emit(ts, te, n, start, i)
+                n = _emit(ts, te, n, i, end)
+                start = end
+            i = end
+        else:
+            i += 1
+    if start < hi:
+        n = _emit(ts, te, n, start, hi)
+    return n
+
+
+@njit(cache=True)
+def _glue(cps, n0, n1, T, ts, te, cand, tmp_s, tmp_e):
+    """spaCy's second pass over one chunk's tokens ts/te[n0:n1]; returns the new end."""
+    (SH, KCP, KS, TL, TS, GLUE, PL, PS, MAXK, ECP, ES, HY, HS, SCP, SS) = T
+    nc = 0
+    for i in range(n0, n1):
+        for j in range(i + 1, n1 + 1):
+            a, b = ts[i], te[j - 1]
+            if b - a > MAXK:
+                break
+            k = _special(cps, a, b, SH, KCP, KS, MAXK)
+            if k >= 0 and GLUE[k] and PS[k + 1] - PS[k] == j - i:
+                ok = True
+                for q in range(j - i):
+                    if te[i + q] - ts[i + q] != PL[PS[k] + q]:
+                        ok = False
+                        break
+                if ok:
+                    cand[nc] = (j - i) * (1 << 40) + i
+                    nc += 1
+    if nc == 0:
+        return n1
+    order = np.sort(cand[:nc])[::-1]
+    m = n1 - n0
+    taken = np.zeros(m, np.bool_)
+    keep = np.zeros(m, np.int64)
+    for c in order:
+        length = c >> 40
+        i = c - (length << 40)
+        if not taken[i - n0] and not taken[i + length - 1 - n0]:
+            keep[i - n0] = length
+        for q in range(i, i + length):
+            taken[q - n0] = True
+    n = 0
+    i = n0
+    while i < n1:
+        if keep[i - n0] > 0:
+            a, b = ts[i], te[i + keep[i - n0] - 1]
+            k = _special(cps, a, b, SH, KCP, KS, MAXK)
+            p = a
+            for q in range(TS[k], TS[k + 1]):
+                tmp_s[n] = p
+                tmp_e[n] = p + TL[q]
+                p += TL[q]
+                n += 1
+            i += keep[i - n0]
+        else:
+            tmp_s[n] = ts[i]
+            tmp_e[n] = te[i]
+            n += 1
+            i += 1
+    ts[n0:n0 + n] = tmp_s[:n]
+    te[n0:n0 + n] = tmp_e[:n]
+    return n0 + n
+
+
+@njit(cache=True)
+def _chunk(cps, a, b, F, T, ts, te, n, sufs, cand, tmp_s, tmp_e):
+    """Words of the whitespace-free chunk cps[a:b] appended at ts/te[n:]."""
+    n0 = n
+    # Shortcut, same result: a chunk of letters only (no CJK) has nothing for the prefix,
+    # suffix, infix or URL rules to split; only a special case ("cannot") can.
+    plain = True
+    for q in range(a, b):
+        f = F[cps[q]]
+        if not (f & F_ALPHA) or (f & F_CJK):
+            plain = False
+            break
+    if plain:
+        (SH, KCP, KS, TL, TS, GLUE, PL, PS, MAXK, ECP, ES, HY, HS, SCP, SS) = T
+        k = _special(cps, a, b, SH, KCP, KS, MAXK)
+        if k < 0:
+            return _emit(ts, te, n, a, b)
+        n = _emit_special(k, a, ts, te, n, TL, TS)
+        if n - n0 == 1:
+            return n
+        return _glue(cps, n0, n, T, ts, te, cand, tmp_s, tmp_e)
+    r = a
+    for q in range(a, b):
+        if F[cps[q]] & F_CJK:
+            if r < q:
+                n = _split_piece(cps, r, q, F, T, ts, te, n, sufs)
+            n = _emit(ts, te, n, q, q + 1)
+            r = q + 1
+    if r < b:
+        n = _split_piece(cps, r, b, F, T, ts, te, n, sufs)
+    return _glue(cps, n0, n, T, ts, te, cand, tmp_s, tmp_e)
+
+
+@njit(cache=True)
+def _words(cps, a, b, F, T, ts, te, sufs, cand, tmp_s, tmp_e):
+    """All words of cps[a:b] into ts/te; returns how many."""
+    n = 0
+    i = a
+    while i < b:
+        while i < b and (F[cps[i]] & F_SPACE):
+            i += 1
+        j = i
+        while j < b and not (F[cps[j]] & F_SPACE):
+            j += 1
+        if j > i:
+            n = _chunk(cps, i, j, F, T, ts, te, n, sufs, cand, tmp_s, tmp_e)
+        i = j
+    return n
+
+
+# --------------------------------------------------------------------------------------
+# per pack
+# --------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _fineweb(cps, L, F, T, W, out):
+    ts, te, sufs, cand, tmp_s, tmp_e, ls, le, slots = W
+    nl = 0
+    punct = 0
+    short = 0
+    newlines = 0
+    s = 0
+    while s <= L:
+        e = s
+        while e < L and cps[e] != 10:
+            e += 1
+        if e < L:
+            newlines += 1
+        blank = True
+        wid = 0
+        for q in range(s, e):
+            if not (F[cps[q]] & F_SPACE):
+                blank = False
+            wid += 2 if (F[cps[q]] & F_CJK) else 1
+        if not blank:
+            ls[nl] = s
+            le[nl] = e
+            nl += 1
+            if F[cps[e - 1]] & F_STOP:
+                punct += 1
+            if wid <= 30:
+                short += 1
+        s = e + 1
+    nw = _words(cps, 0, L, F, T, ts, te, sufs, cand, tmp_s, tmp_e)
+    if nl > 0:
+        out[0] = punct / nl
+        out[1] = short / nl
+        out[2] = _find_dups(cps, ls, le, nl, slots)[1] / (L - newlines)
+    else:
+        out[0] = 0.0
+        out[1] = 0.0
+        out[2] = 0.0
+    out[3] = newlines / nw if nw else 0.0
+
+
+@njit(cache=True, inline="always")
+def _is_linebreak(c):
+    return (c == 10 or c == 13 or c == 11 or c == 12 or c == 0x1C or c == 0x1D or c == 0x1E
+            or c == 0x85 or c == 0x2028 or c == 0x2029)
+
+
+@njit(cache=True)
+def _splitlines(cps, L, ls, le):
+    """str.splitlines(): line spans, without their line breaks."""
+    n = 0
+    s = 0
+    while s < L:
+        e = s
+        while e < L and not _is_linebreak(cps[e]):
+            e += 1
+        ls[n] = s
+        le[n] = e
+        n += 1
+        if e < L and cps[e] == 13 and e + 1 < L and cps[e + 1] == 10:
+            e += 1
+        s = e + 1
+    return n
+
+
+@njit(cache=True)
+def _gopher_quality(cps, L, F, T, W, out):
+    ts, te, sufs, cand, tmp_s, tmp_e, ls, le, slots = W
+    (SH, KCP, KS, TL, TS, GLUE, PL, PS, MAXK, ECP, ES, HY, HS, SCP, SS) = T
+    nw = _words(cps, 0, L, F, T, ts, te, sufs, cand, tmp_s, tmp_e)
+    real = 0
+    real_len = 0
+    alpha = 0
+    stops = 0
+    nstop = SS.shape[0] - 1
+    for w in range(nw):
+        a, b = ts[w], te[w]
+        isreal = False
+        isalpha = False
+        for q in range(a, b):
+            f = F[cps[q]]
+            if f & F_NONPUNCT:
+                isreal = True
+            if f & F_ALPHA:
+                isalpha = True
+        if isreal:
+            real += 1
+            real_len += b - a
+        if isalpha:
+            alpha += 1
+        if b - a <= 4:
+            for k in range(nstop):
+                if not (stops >> k) & 1 and _same(cps, a, b, SCP, SS[k], SS[k + 1]):
+                    stops |= 1 << k
+    hashes = 0
+    ell = 0
+    dots = 0
+    for q in range(L):
+        c = cps[q]
+        if c == 35:
+            hashes += 1
+        if c == 0x2026:
+            ell += 1
+        if c == 46:
+            dots += 1
+        else:
+            ell += dots // 3
+            dots = 0
+    ell += dots // 3
+    n = _splitlines(cps, L, ls, le)
+    bullets = 0
+    ends = 0
+    for i in range(n):
+        a, b = ls[i], le[i]
+        while a < b and (F[cps[a]] & F_SPACE):
+            a += 1
+        while b > a and (F[cps[b - 1]] & F_SPACE):
+            b -= 1
+        if a < b and (cps[a] == 0x2022 or cps[a] == 45):
+            bullets += 1
+        if b > a and (cps[b - 1] == 0x2026 or (b - a >= 3 and cps[b - 1] == 46
+                                                and cps[b - 2] == 46 and cps[b - 3] == 46)):
+            ends += 1
+    nbits = 0
+    for k in range(nstop):
+        nbits += (stops >> k) & 1
+    out[0] = real
+    out[1] = real_len / real if real else 0.0
+    out[2] = hashes / nw if nw else 0.0
+    out[3] = ell / nw if nw else 0.0
+    out[4] = bullets / n if n else 0.0
+    out[5] = ends / n if n else 0.0
+    out[6] = alpha / nw if nw else 0.0
+    out[7] = nbits
+
+
+@njit(cache=True)
+def _token_stream(cps, ts, te, nw, stream, to):
+    """The words' code points back to back (stream) and where each starts (to)."""
+    p = 0
+    for w in range(nw):
+        to[w] = p
+        for q in range(ts[w], te[w]):
+            stream[p] = cps[q]
+            p += 1
+    to[nw] = p
+    return p
+
+
+@njit(cache=True)
+def _top_ngram(stream, to, nw, n, slots, counts):
+    """datatrove's find_top_duplicate: length of " ".join(most frequent n-gram) x count."""
+    m = nw - n + 1
+    if m <= 0:
+        return -1
+    size = 16
+    while size < 2 * m:
+        size *= 2
+    tab = slots[:size]
+    tab[:] = -1
+    mask = np.uint64(size - 1)
+    best_i = -1
+    best_c = 0
+    for i in range(m):
+        h = np.uint64(n)
+        for w in range(i, i + n):
+            h = _mix(h * np.uint64(0x9E3779B97F4A7C15) + _poly(stream, to[w], to[w + 1]))
+        k = np.int64(h & mask)
+        while True:
+            j = tab[k]
+            if j < 0:
+                tab[k] = i
+                counts[i] = 1
+                c = 1
+                j = i
+                break
+            same = True
+            for w in range(n):
+                if not _same(stream, to[i + w], to[i + w + 1], stream, to[j + w], to[j + w + 1]):
+                    same = False
+                    break
+            if same:
+                counts[j] += 1
+                c = counts[j]
+                break
+            k = (k + 1) & (size - 1)
+        if c > best_c or (c == best_c and j < best_i):
+            best_c = c
+            best_i = j
+    return (to[best_i + n] - to[best_i] + n - 1) * best_c
+
+
+@njit(cache=True)
+def _dup_ngram(stream, to, nw, n, slots):
+    """datatrove's find_all_duplicate: characters of n-grams (joined without spaces) that
+    repeat an earlier one, jumping past each repeat."""
+    m = nw - n + 1
+    if m <= 0:
+        return 0
+    size = 16
+    while size < 2 * m:
+        size *= 2
+    tab = slots[:size]
+    tab[:] = -1
+    mask = np.uint64(size - 1)
+    total = 0
+    i = 0
+    while i < m:
+        a, b = to[i], to[i + n]
+        k = np.int64(_mix(_poly(stream, a, b)) & mask)
+        found = False
+        while tab[k] >= 0:
+            j = tab[k]
+            if _same(stream, a, b, stream, to[j], to[j + n]):
+                found = True
+                break
+            k = (k + 1) & (size - 1)
+        if found:
+            total += b - a
+            i += n
+        else:
+            tab[k] = i
+            i += 1
+    return total
+
+
+@njit(cache=True)
+def _gopher_repetition(cps, L, F, T, W, out):
+    ts, te, sufs, cand, tmp_s, tmp_e, ls, le, slots = W
+    out[0] = L
+    # paragraphs: text.strip() split at runs of 2+ newlines
+    a, b = 0, L
+    while a < b and (F[cps[a]] & F_SPACE):
+        a += 1
+    while b > a and (F[cps[b - 1]] & F_SPACE):
+        b -= 1
+    np_ = 0
+    s = a
+    q = a
+    while q < b:
+        if cps[q] == 10 and q + 1 < b and cps[q + 1] == 10:
+            r = q
+            while r < b and cps[r] == 10:
+                r += 1
+            ls[np_] = s
+            le[np_] = q
+            np_ += 1
+            s = r
+            q = r
+        else:
+            q += 1
+    ls[np_] = s
+    le[np_] = b
+    np_ += 1
+    d, dc = _find_dups(cps, ls, le, np_, slots)
+    out[1] = d / np_
+    out[2] = dc / L if L else 0.0
+    # lines: split at runs of newlines
+    nl = 0
+    s = 0
+    q = 0
+    while q < L:
+        if cps[q] == 10:
+            r = q
+            while r < L and cps[r] == 10:
+                r += 1
+            ls[nl] = s
+            le[nl] = q
+            nl += 1
+            s = r
+            q = r
+        else:
+            q += 1
+    ls[nl] = s
+    le[nl] = L
+    nl += 1
+    d, dc = _find_dups(cps, ls, le, nl, slots)
+    out[3] = d / nl
+    out[4] = dc / L if L else 0.0
+    nw = _words(cps, 0, L, F, T, ts, te, sufs, cand, tmp_s, tmp_e)
+    stream = tmp_s            # free again once the words are cut
+    to = tmp_e
+    _token_stream(cps, ts, te, nw, stream, to)
+    for g in range(3):
+        top = _top_ngram(stream, to, nw, g + 2, slots, sufs)
+        out[5 + g] = top / L if (top >= 0 and L) else 0.0
+    for g in range(6):
+        out[8 + g] = _dup_ngram(stream, to, nw, g + 5, slots) / L if L else 0.0
+
+
+@njit(cache=True)
+def _c4(cps, L, F, LOWER, T, W, out):
+    ts, te, sufs, cand, tmp_s, tmp_e, ls, le, slots = W
+    # "lorem ipsum" in text.lower()
+    pat = np.array([108, 111, 114, 101, 109, 32, 105, 112, 115, 117, 109], np.int32)
+    lorem = 0
+    for q in range(L - 10):
+        ok = True
+        for k in range(11):
+            if LOWER[cps[q + k]] != pat[k]:
+                ok = False
+                break
+        if ok:
+            lorem = 1
+            break
+    curly = 0
+    for q in range(L):
+        if cps[q] == 123:
+            curly = 1
+            break
+    n = _splitlines(cps, L, ls, le)
+    total = 0
+    for i in range(n):
+        a, b = ls[i], le[i]
+        while a < b and (F[cps[a]] & F_SPACE):
+            a += 1
+        while b > a and (F[cps[b - 1]] & F_SPACE):
+            b -= 1
+        count = 0
+        seen = False
+        q = a
+        while q < b:
+            if F[cps[q]] & F_SPACE:
+                r = q
+                while r < b and (F[cps[r]] & F_SPACE):
+                    r += 1
+                if not (r - q == 1 and cps[q] == 32):      # a whitespace token
+                    if count == 0:
+                        count = 1
+                    if seen:
+                        count += 1
+                        seen = False
+                q = r
+            else:
+                r = q
+                while r < b and not (F[cps[r]] & F_SPACE):
+                    r += 1
+                nw = _chunk(cps, q, r, F, T, ts, te, 0, sufs, cand, tmp_s, tmp_e)
+                for w in range(nw):
+                    if count == 0:
+                        count = 1
+                    x, y = ts[w], te[w]
+                    if y - x == 1 and (F[cps[x]] & F_SENT):
+                        seen = True
+                    elif seen:
+                        punct = True
+                        for z in range(x, y):
+                            if not (F[cps[z]] & F_PCAT):
+                                punct = False
+                                break
+                        if not punct:
+                            count += 1
+                            seen = False
+                q = r
+        total += max(1, count)
+    out[0] = lorem
+    out[1] = curly
+    out[2] = total
+
+
+@njit(cache=True)
+def _run(pack, data, offsets, valid, F, LOWER, T, out, maxlen):
+    cps = np.empty(maxlen + 1, np.int32)
+    cap = maxlen + 2
+    W = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64),
+         np.empty(cap * 12, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64),
+         np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(4 * cap + 32, np.int64))
+    for d in range(offsets.shape[0] - 1):
+        s, e = offsets[d], offsets[d + 1]
+        if not valid[d]:
+            s = e
+        L = _decode(data, s, e, cps)
+        if pack == 0:
+            _fineweb(cps, L, F, T, W, out[d])
+        elif pack == 1:
+            _gopher_quality(cps, L, F, T, W, out[d])
+        elif pack == 2:
+            _gopher_repetition(cps, L, F, T, W, out[d])
+        else:
+            _c4(cps, L, F, LOWER, T, W, out[d])
+
+
+_INTS = {"word_count", "stop_word_count", "chars", "has_lorem_ipsum", "has_curly_bracket",
+         "sentence_count"}
+
+
+def measure(pack: str, col: pa.Array | pa.ChunkedArray) -> dict[str, np.ndarray]:
+    """Every signal of `pack` for every text of a string column (null = empty text)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if pa.types.is_large_string(col.type):
+        col = col.cast(pa.string())
+    names = list(Q.SIGNALS[pack])
+    n = len(col)
+    out = np.zeros((n, len(names)), np.float64)
+    if n:
+        bufs = col.buffers()
+        offsets = np.frombuffer(bufs[1], np.int32)[col.offset:col.offset + n + 1].astype(np.int64)
+        data = (np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None
+                else np.zeros(0, np.uint8))
+        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        maxlen = int(np.diff(offsets).max()) if n else 0     # bytes >= code points
+        F, LOWER, *T = tables()
+        _run(Q.PACKS.index(pack), data, offsets, valid, F, LOWER, tuple(T), out, maxlen)
+    return {k: (out[:, i].astype(np.int64) if k in _INTS else out[:, i])
+            for i, k in enumerate(names)}
+
+
+def measure_one(pack: str, text: str) -> dict[str, float | int]:
+    """measure() for one text."""
+    return {k: v[0].item() for k, v in measure(pack, pa.array([text], pa.string())).items()}

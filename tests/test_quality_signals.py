@@ -1,0 +1,188 @@
+"""algorithms/quality_signals(.py, _fast.py): the FineWeb, Gopher and C4 signals.
+
+- the compiled pass gives exactly the readable functions' numbers (every sample document
+  and edge cases);
+- on English the readable words are spaCy's tokens and the decisions are datatrove's;
+- no pack removes Chinese prose wholesale.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from functools import lru_cache
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import ROOT, SAMPLE
+
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from algorithms import quality_signals as Q  # noqa: E402
+from algorithms import quality_signals_fast as QF  # noqa: E402
+from datatrove_packs import datatrove_verdict, filters  # noqa: E402
+from rule_agreement import agreement, disagreement_class, tutorial_keeps  # noqa: E402
+
+EDGE = [
+    "", " ", "\n", "\n\n\n", " \t\r\n \u3000", "a", ".", "...", "…", "{", "lorem ipsum",
+    "Lorem Ipsum dolor sit amet.", "LOREM\nIPSUM", "İ lorem ipsum",
+    "line one.\r\nline two!\r\n\r\nline two!\r\n", "a\rb\x0bc\x0cd\x1ce\x85f\u2028g\u2029h",
+    "中文", "只有中文没有空格也没有标点", "你好，世界。你好，世界！\n\n你好，世界。你好，世界！",
+    "这是第一句。这是第二句！第三句？……第四句", "Python的os模块(os.path)。e.g.中文",
+    "emoji 😀😀 text 👍🏽 and ❤️ hearts.\n😀", "a" * 5000 + " " + "b" * 70000,
+    "word " * 3000, ("para one is here.\n\n" * 40), "- item\n- item\n• item\n  - item",
+    "Wait...\nReally…\nyes...", "# title #tag ## x", "don't can't won't I'm you're it's",
+    "e.g. i.e. Mr. Dr. U.S. etc. a.m. 10am 5km 3.14 $5 US$5 -5 +5 +a 100%",
+    "see http://example.com/a/b?x=1#y, www.python.org, user@host.org:8080/x, a.b.c",
+    "well-known x--y a/b a:b a<b a=b 1-2 1+2 2^3 a,b end.Next ..start end.. ...x",
+    "(8) :) :-) ;) (: ):' '' '\"' «quoted» „x“ [1] {2} <3",
+    "trailing spaces   \n   leading\ttabs\t\n", "\u00a0nbsp\u00a0inside\u00a0",
+    "ÄÖÜ ä. ö. ü. °C. 5°C. Ph.D. N.Y. A. AB. Ab.", "ΑΒΓ. αβγ. Кирилл. кир.",
+    "a" * 31 + "\n" + "b" * 30, "x\n" * 100, "The the the the the the the the.",
+]
+
+
+@lru_cache(1)
+def sample():
+    t = pq.read_table(SAMPLE, columns=["id", "text", "lang"])
+    return t.column("text").to_pylist(), t.column("lang").to_pylist(), t
+
+
+def close(a, b):
+    return abs(float(a) - float(b)) <= 1e-12
+
+
+def test_fast_equals_readable_on_every_sample_document():
+    texts, _, table = sample()
+    fast = {pack: QF.measure(pack, table.column("text")) for pack in Q.PACKS}
+    for pack in Q.PACKS:
+        assert set(fast[pack]) == set(Q.SIGNALS[pack])
+    bad = [(pack, i, k, v, fast[pack][k][i]) for i, t in enumerate(texts) for pack in Q.PACKS
+           for k, v in Q.measure(pack, t).items() if not close(v, fast[pack][k][i])]
+    assert not bad, bad[:5]
+
+
+@pytest.mark.parametrize("pack", Q.PACKS)
+def test_fast_equals_readable_on_edge_cases(pack):
+    col = pa.array(EDGE + [None], pa.string())
+    fast = QF.measure(pack, col)
+    for i, t in enumerate(EDGE + [""]):
+        for k, v in Q.measure(pack, t).items():
+            assert close(v, fast[k][i]), (pack, t[:80], k, v, fast[k][i])
+    one = QF.measure_one(pack, EDGE[-1])
+    assert one == pytest.approx(Q.measure(pack, EDGE[-1]), abs=1e-12)
+    # a sliced and a chunked column read the right rows
+    sliced = QF.measure(pack, col.slice(5, 10))
+    chunked = QF.measure(pack, pa.chunked_array([col.slice(0, 5), col.slice(5, 10)]))
+    for k in fast:
+        assert np.array_equal(sliced[k], fast[k][5:15])
+        assert np.array_equal(chunked[k], fast[k][:15])
+
+
+def test_words_are_spacys_english_tokens():
+    from datatrove.utils.text import split_into_words
+    texts, langs, _ = sample()
+    for t, lang in zip(texts, langs):
+        if lang == "en":
+            assert list(Q.words(t)) == split_into_words(t, "eng")
+    for t in EDGE:
+        if not any(map(Q.is_cjk, t)):
+            assert list(Q.words(t)) == split_into_words(t, "eng"), t[:80]
+
+
+def test_special_cases_are_spacys_table():
+    import spacy
+    from spacy.symbols import ORTH
+    rules = spacy.blank("en").tokenizer.rules
+    ours = json.loads((ROOT / "algorithms" / "spacy_en_special_cases.json").read_text())["cases"]
+    assert ours == {k: [t[ORTH] for t in v] for k, v in rules.items()}
+
+
+def test_character_lists_are_spacys():
+    from gen_spacy_special_cases import letter_ranges
+    from spacy.lang.char_classes import (LIST_CURRENCY, LIST_HYPHENS, LIST_PUNCT, LIST_QUOTES,
+                                         LIST_UNITS)
+    from spacy.pipeline import Sentencizer
+
+    def chars(items):
+        return {c.replace("\\", "") for c in items} - {""}
+    assert chars(LIST_PUNCT) == set(Q.PUNCT_CHARS) | {"……"}
+    assert chars(LIST_QUOTES) == set(Q.QUOTE_CHARS)
+    assert chars(LIST_CURRENCY) == set(Q.CURRENCY_CHARS) | {"US$", "C$", "A$"}
+    assert LIST_UNITS == Q.UNITS and tuple(LIST_HYPHENS) == Q.HYPHENS
+    assert set(Sentencizer.default_punct_chars) == Q.SENTENCE_END
+    data = json.loads((ROOT / "algorithms" / "spacy_en_special_cases.json").read_text())
+    assert letter_ranges() == {k: data[k] for k in ("alpha", "alpha_lower", "alpha_upper")}
+
+
+def test_rule_table_matches_datatrove_defaults():
+    f = filters()
+    names = [r["name"] for r in Q.RULE_TABLE]
+    assert len(names) == len(set(names))
+    for r in Q.RULE_TABLE:
+        assert r["signal"] in Q.SIGNALS[r["pack"]]
+        assert r["direction"] in ("below", "above") and r["scale"] in ("linear", "log")
+        assert list(r["bins"]) == sorted(r["bins"]) and set(r["languages"]) <= {"en", "zh"}
+    th = {r["name"]: r["threshold"] for r in Q.RULE_TABLE}
+    fw, gq, gr, c4 = (f[p] for p in Q.PACKS)
+    assert (th["fineweb_line_punct"], th["fineweb_short_lines"], th["fineweb_dup_line_chars"],
+            th["fineweb_newline_words"]) == (fw.line_punct_thr, fw.short_line_threshold,
+                                             fw.char_duplicates_ratio, fw.new_line_ratio)
+    assert fw.short_line_length == 30
+    assert (th["gopher_min_words"], th["gopher_max_words"], th["gopher_min_mean_word_length"],
+            th["gopher_max_mean_word_length"], th["gopher_hash_ratio"],
+            th["gopher_ellipsis_ratio"], th["gopher_bullet_lines"], th["gopher_ellipsis_lines"],
+            th["gopher_alpha_words"], th["gopher_stop_words"]) == (
+        gq.min_doc_words, gq.max_doc_words, gq.min_avg_word_length, gq.max_avg_word_length,
+        gq.max_symbol_word_ratio, gq.max_symbol_word_ratio, gq.max_bullet_lines_ratio,
+        gq.max_ellipsis_lines_ratio, gq.max_non_alpha_words_ratio, gq.min_stop_words)
+    assert (th["gopher_dup_paragraphs"], th["gopher_dup_paragraph_chars"], th["gopher_dup_lines"],
+            th["gopher_dup_line_chars"]) == (gr.dup_para_frac, gr.dup_para_char_frac,
+                                             gr.dup_line_frac, gr.dup_line_char_frac)
+    assert tuple((n, th[f"gopher_top_{n}gram"]) for n in (2, 3, 4)) == gr.top_n_grams
+    assert tuple((n, th[f"gopher_dup_{n}gram"]) for n in range(5, 11)) == gr.dup_n_grams
+    assert th["c4_min_sentences"] == c4.min_num_sentences
+
+
+@pytest.mark.parametrize("pack", Q.PACKS)
+def test_decisions_agree_with_datatrove_on_english(pack):
+    texts, langs, _ = sample()
+    en = [t for t, lang in zip(texts, langs) if lang == "en"]
+    values = QF.measure(pack, pa.array(en, pa.string()))
+    res = agreement(pack, en, values)
+    print(f"{pack}: {res['docs']} English documents, agreement {res['agreement']:.2%}, "
+          f"disagreements {dict(res['classes'])}")
+    assert res["agreement"] >= 0.99
+    assert set(res["classes"]) <= {"tokens differ from spaCy's", "CJK characters"}
+
+
+def test_disagreement_classes():
+    assert disagreement_class("中文 text") == "CJK characters"
+    assert disagreement_class("plain text.") == "other"
+
+
+def test_no_pack_removes_chinese_prose_wholesale():
+    texts, langs, _ = sample()
+    zh = [t for t, lang in zip(texts, langs) if lang == "zh" and tutorial_keeps(t)]
+    assert len(zh) > 1000
+    col = pa.array(zh, pa.string())
+    for pack in Q.PACKS:
+        values = QF.measure(pack, col)
+        removed = np.zeros(len(zh), bool)
+        for r in Q.RULE_TABLE:
+            if r["pack"] == pack and "zh" in r["languages"]:
+                removed |= [Q.removed_by(r, v) for v in values[r["signal"]]]
+        kept = 1 - removed.mean()
+        print(f"{pack}: keeps {kept:.1%} of the {len(zh)} Chinese documents the tutorial keeps")
+        assert kept >= 0.85, pack
+
+
+def test_bench_smoke():
+    import bench_quality_signals
+    texts, _, _ = sample()
+    res = bench_quality_signals.run(texts[:60], quick=True)
+    assert all(d["agreement"] == 1.0 for d in res["packs"].values())
+    assert len(res["rows"]) == 2 * len(Q.PACKS)
