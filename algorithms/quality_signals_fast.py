@@ -5,7 +5,7 @@
 
 gives, for every document of a string column (a null text counts as empty), exactly the
 numbers of the readable functions in quality_signals.py, computed straight from the
-column's Arrow UTF-8 buffers by numba, the way dataprep/textscan.py does for clean.py:
+column's Arrow UTF-8 buffers by numba, the way algorithms/cleaning_fast.py does for clean.py:
 
 - each text is decoded to code points once; character classes (str.isalpha, isspace,
   unicodedata categories, CJK, spaCy's punctuation lists) come from tables built from

@@ -124,7 +124,7 @@ def byte_level_unsupported(tok) -> str | None:
     return None
 
 
-def to_tiktoken(tok, name: str = "dataprep"):
+def to_tiktoken(tok, name: str = "self_trained"):
     """The same vocabulary as a tiktoken Encoding, or None when it does not convert.
 
     tiktoken's BPE merges by the rank of the merged token; an HF-trained BPE adds tokens

@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     from common import CORPUS, corpus_texts, cpu_model
 
-    from dataprep.report import table
+    from pipeline.tables import table
 
     texts = corpus_texts(a.mb, corpus=a.corpus or CORPUS, quick=a.quick)
     res = run(texts, quick=a.quick)
