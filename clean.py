@@ -193,7 +193,8 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
            "configs": [t.to_dict(report_all and i == main) for i, t in enumerate(tallies)],
            "fate": [{"count": c, "examples": f} for c, f in zip(fate_count, fate)],
            "lid_calls_made": made, "lid_calls_kept": kept_calls,
-           "signals_reused": kept is not None, "signals_notes": notes}
+           "signals_reused": kept is not None, "signals_notes": notes,
+           "signals_measured": [r.signal for r in missing]}
     if main is not None:
         keep = np.concatenate(keeps) if keeps else np.zeros(0, bool)
         if writer is not None:
@@ -616,14 +617,16 @@ def notes_lines(rows: list[dict], tot: dict, recipe: Recipe, warn_share: float) 
 
 
 def signals_line(s: dict) -> str:
-    """One line on the kept signals: reuse, language-ID calls, disk cost."""
+    """One line on the kept signals: reuse, what was measured anew, language-ID calls, disk."""
     per_doc = s.get("bytes", 0) / s["docs"] if s.get("docs") else 0
-    return (f"signals: reused for {s['tasks_reused']} of {s['tasks']} tasks; language ID "
-            f"calls made {s['lid_calls_made']:,}, reused {s['lid_calls_reused']:,}; kept in "
-            f"signals/ ({human_bytes(s['bytes'])}, {per_doc:.1f} bytes per document)"
-            if s.get("kept", True) else
-            f"signals: reused for {s['tasks_reused']} of {s['tasks']} tasks; language ID calls "
-            f"made {s['lid_calls_made']:,}; not kept (--no-keep-signals)")
+    line = f"signals: reused for {s['tasks_reused']} of {s['tasks']} tasks"
+    if s.get("measured") and s["tasks_reused"]:   # a rerun that measured some signals anew
+        line += f" (measured anew: {', '.join(s['measured'])})"
+    line += f"; language ID calls made {s['lid_calls_made']:,}"
+    if not s.get("kept", True):
+        return line + "; not kept (--no-keep-signals)"
+    return (line + f", reused {s['lid_calls_reused']:,}; kept in signals/ "
+            f"({human_bytes(s['bytes'])}, {per_doc:.1f} bytes per document)")
 
 
 def rule_metadata(recipe: Recipe) -> list[dict]:
@@ -679,7 +682,10 @@ def signals_summary(results: list[dict], kept_summary: dict | None) -> dict:
          "lid_calls_made": made,
          "lid_calls_reused": sum(r["lid_calls_kept"] for r in results),
          "docs": sum(r["docs_in"] for r in results), "kept": kept_summary is not None,
-         "notes": [n for r in results for n in r["signals_notes"]]}
+         "notes": [n for r in results for n in r["signals_notes"]],
+         # signal -> tasks that measured it (the others read it from the kept signals)
+         "measured": {k: sum(k in r["signals_measured"] for r in results)
+                      for k in dict.fromkeys(x for r in results for x in r["signals_measured"])}}
     if kept_summary:
         s.update(kept_summary)
     return s
@@ -910,13 +916,13 @@ def flags(p, argv) -> None:
     g = p.add_argument_group("rules (defaults: the table in section 2.2 for the tutorial's)")
     g.add_argument("--rules", default="tutorial",
                    help="the rules to run, in order: built-in packs "
-                        f"({', '.join(cleaning.PACKS)}) or the path of a Python file of your "
+                        f"({', '.join(cleaning.pack_names())}) or the path of a Python file of your "
                         "own rules, separated by commas (default tutorial)")
     for r in rules:
         default = r.threshold
         g.add_argument(r.flag, default=None, metavar="VALUE",
                        help=f"{r.name}: {r.description} (default {default:g}); per language: "
-                            "LANG=VALUE,...")
+                            "LANG=VALUE,...".replace("%", "%%"))
     g.add_argument("--languages", default="en,zh",
                    help="languages to keep, fastText codes (default en,zh)")
     g.add_argument("--lid-model", default=None,

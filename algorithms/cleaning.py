@@ -249,14 +249,51 @@ TUTORIAL = (
                  "--min-lang-conf", float, bins=SHARE_BINS, valid=(0, 1)),
 )
 
-PACKS: dict[str, tuple[Rule, ...]] = {"tutorial": TUTORIAL}
+# The published rule sets, their signals measured by algorithms/quality_signals.py
+# (readable) and quality_signals_fast.py (one compiled pass per pack), each rule declared
+# from that module's RULE_TABLE with datatrove 0.10.1's defaults. "lang" alone is the
+# tutorial's language rule, to put language ID where a recipe wants it (FineWeb runs it
+# before its other rules: --rules lang,gopher_repetition,gopher_quality,c4,fineweb).
+QUALITY_PACKS = ("fineweb", "gopher_quality", "gopher_repetition", "c4")
+INT_SIGNALS = {"word_count", "stop_word_count", "sentence_count", "chars", "has_lorem_ipsum",
+               "has_curly_bracket"}
+PACKS: dict[str, tuple[Rule, ...]] = {"tutorial": TUTORIAL, "lang": TUTORIAL[-1:]}
+
+
+def quality_pack(pack: str) -> tuple[Rule, ...]:
+    """The rules of a published rule set, declared from quality_signals.RULE_TABLE. Each
+    signal is named after its pack ("fineweb.line_punct_share"): two packs may measure a
+    number of the same name differently. A rule meant for every language applies to any
+    document; one declared for some languages only (Gopher's mean word length: English)
+    needs the document's language, and gets it from language ID."""
+    from . import quality_signals, quality_signals_fast
+
+    scan = Pass(lambda texts, pack=pack: quality_signals_fast.measure(pack, texts),
+                version=f"{pack}:1")
+    rules = []
+    for r in quality_signals.RULE_TABLE:
+        if r["pack"] != pack:
+            continue
+        kind = int if r["signal"] in INT_SIGNALS else float
+        langs = None if {"en", "zh"} <= set(r["languages"]) else tuple(r["languages"])
+        rules.append(Rule(r["name"], r["description"], f"{pack}.{r['signal']}",
+                          scan[r["signal"]], kind(r["threshold"]), r["direction"],
+                          "--" + r["name"].replace("_", "-"), kind, bins=tuple(r["bins"]),
+                          scale=r["scale"], languages=langs))
+    return tuple(rules)
+
+
+def pack_names() -> list[str]:
+    return [*PACKS, *QUALITY_PACKS]
 
 
 def load_rules(pack: str) -> tuple[Rule, ...]:
-    """The rules of a pack: a built-in name (PACKS), or the path of a Python file of your
-    own that defines RULES, a list of Rule."""
+    """The rules of a pack: a built-in name (pack_names()), or the path of a Python file
+    of your own that defines RULES, a list of Rule."""
     if pack in PACKS:
         return PACKS[pack]
+    if pack in QUALITY_PACKS:
+        return quality_pack(pack)
     import importlib.util
     from pathlib import Path
 
@@ -264,8 +301,8 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
 
     path = Path(pack)
     if path.suffix != ".py" or not path.is_file():
-        raise StageError(f"--rules {pack}: neither a rule pack ({', '.join(PACKS)}) nor a "
-                         "Python file of rules")
+        raise StageError(f"--rules {pack}: neither a rule pack ({', '.join(pack_names())}) "
+                         "nor a Python file of rules")
     spec = importlib.util.spec_from_file_location(f"user_rules_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     try:
@@ -354,7 +391,7 @@ class Recipe:
         file of your own rules by its absolute path: a worker may start elsewhere)."""
         from pathlib import Path
 
-        packs = [p if p in PACKS else str(Path(p).resolve()) for p in self.packs]
+        packs = [p if p in pack_names() else str(Path(p).resolve()) for p in self.packs]
         return {"packs": packs, "values": [[n, list(map(list, v)) if isinstance(v, tuple)
                                                         else v] for n, v in self.values],
                 "languages": list(self.languages), "lid_chars": self.lid_chars}

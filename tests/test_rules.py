@@ -1,0 +1,166 @@
+"""Rules declared once (algorithms/cleaning.py): your own rule in a file, the published
+packs (FineWeb, Gopher, C4), per-language thresholds, kept signals per rule, signal
+export. Every test runs clean.py for real on the bundled sample."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import ROOT, SAMPLE, run_script
+
+USER_RULE = ROOT / "docs" / "examples" / "line_ends_rule.py"
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("rules") / "data"
+    run_script("download_data.py", "--dataset", "sample", "--output", d / "raw")
+    return d / "raw"
+
+
+def clean(raw: Path, out: Path, *flags, check=True):
+    return run_script("clean.py", "--input", raw, "--output", out, "--workers", 2, *flags,
+                      check=check)
+
+
+def manifest(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+def data_files(out: Path) -> dict[str, bytes]:
+    """The output shards and the kept signals: what a rerun must give byte for byte."""
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and p.parent.name != "report" and p.name != "manifest.json"}
+
+
+def test_the_example_rule_is_a_file_of_about_15_lines():
+    code = [x for x in USER_RULE.read_text().splitlines() if x.strip()]
+    assert len(code) <= 16
+
+
+def test_your_own_rule_runs_in_a_run_a_sweep_and_the_report(raw, tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(raw, d / "raw")
+    cp = clean(d / "raw", d / "cleaned", "--rules", f"tutorial,{USER_RULE}")
+    m = manifest(d / "cleaned")
+    assert [r["rule"] for r in m["rules"]][-1] == "few_sentence_ends"
+    removed = m["counts"]["removed"]["few_sentence_ends"]
+    assert 0 < removed < 0.2 * m["counts"]["docs_in"]
+    assert "few_sentence_ends" in cp.stdout and m["config"]["min_line_ends"] == 0.2
+    # the sweep measures nothing: every signal, the user's too, is kept
+    cp = clean(d / "raw", d / "cleaned", "--rules", f"tutorial,{USER_RULE}",
+               "--sweep", "min_line_ends=0.1,0.2,0.4")
+    sweep = json.loads((d / "cleaned" / "report" / "sweep.json").read_text())
+    s = sweep["sweeps"][0]
+    assert s["param"] == "min_line_ends"
+    assert [v["removed"]["few_sentence_ends"] for v in s["values"]][1] == removed
+    assert s["changes"][0]["documents"] > 0 and s["changes"][0]["examples"]
+    assert s["changes"][0]["examples"][0]["rule"] == "few_sentence_ends"
+    assert "language ID calls made 0," in cp.stdout
+    # report.html draws it from the declaration: its histogram with its threshold
+    run_script("report.py", "--input", d)
+    page = (d / "report.html").read_text()
+    assert 'data-rule="few_sentence_ends"' in page and "histogram of line_end_share" in page
+
+
+def test_adding_a_rule_measures_only_its_signal_removing_one_measures_nothing(raw, tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(raw, d / "raw")
+    clean(d / "raw", d / "cleaned")
+    cp = clean(d / "raw", d / "cleaned", "--rules", "tutorial,fineweb")
+    sig = manifest(d / "cleaned")["signals"]
+    assert set(sig["measured"]) == {f"fineweb.{k}" for k in (
+        "line_punct_share", "short_line_share", "dup_line_char_share", "newlines_per_word")}
+    assert sig["lid_calls_made"] == 0 and "measured anew" in cp.stdout
+    clean(d / "raw", tmp_path / "fresh2", "--rules", "tutorial,fineweb")
+    assert data_files(d / "cleaned") == data_files(tmp_path / "fresh2")
+    # back to the tutorial's rules alone: nothing measured, and the same bytes as a
+    # fresh tutorial run (its kept signals too: the fineweb columns are dropped)
+    clean(d / "raw", d / "cleaned")
+    sig = manifest(d / "cleaned")["signals"]
+    assert sig["measured"] == {} and sig["lid_calls_made"] == 0
+    clean(d / "raw", tmp_path / "fresh1")
+    assert data_files(d / "cleaned") == data_files(tmp_path / "fresh1")
+
+
+@pytest.mark.parametrize("pack,flag,value", [("gopher_repetition", "--gopher-dup-lines", "0.2"),
+                                             ("c4", "--c4-min-sentences", "8")])
+def test_a_pack_threshold_rerun_equals_a_fresh_run(raw, tmp_path, pack, flag, value):
+    d = tmp_path / "data"
+    shutil.copytree(raw, d / "raw")
+    clean(d / "raw", d / "cleaned", "--rules", pack)
+    first = manifest(d / "cleaned")["counts"]
+    cp = clean(d / "raw", d / "cleaned", "--rules", pack, flag, value)
+    assert manifest(d / "cleaned")["signals"]["measured"] == {}
+    assert manifest(d / "cleaned")["counts"] != first        # the threshold moved documents
+    clean(d / "raw", tmp_path / "fresh", "--rules", pack, flag, value)
+    assert data_files(d / "cleaned") == data_files(tmp_path / "fresh")
+    assert "Traceback" not in cp.stderr
+
+
+def test_per_language_thresholds_and_sweeps(raw, tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(raw, d / "raw")
+    out = tmp_path / "sig.parquet"
+    clean(d / "raw", d / "cleaned", "--min-chars", "en=200,zh=1000", "--export-signals", out)
+    t = pq.read_table(out).to_pylist()
+    short = [r for r in t if r["verdict"] == "too_short"]
+    # too_short takes each document's own language: Chinese under 1000, the rest under 200
+    assert any(r["lang"] == "zh" and 200 <= r["chars"] < 1000 for r in short)
+    assert all(r["chars"] < (1000 if r["lang"] == "zh" else 200) for r in short)
+    assert not any(r["lang"] != "zh" and r["chars"] >= 200 and r["verdict"] == "too_short"
+                   for r in t)
+    assert manifest(d / "cleaned")["config"]["min_chars"] == {"en": 200, "zh": 1000}
+    cp = clean(d / "raw", d / "cleaned", "--min-chars", "en=200,zh=1000",
+               "--sweep", "min_chars@zh=100,1000")
+    sweep = json.loads((d / "cleaned" / "report" / "sweep.json").read_text())["sweeps"][0]
+    assert sweep["param"] == "min_chars@zh"
+    lo, hi = (v["removed"]["too_short"] for v in sweep["values"])
+    assert lo < hi and hi == manifest(d / "cleaned")["counts"]["removed"]["too_short"]
+    assert "language ID calls made 0," in cp.stdout
+    bad = clean(d / "raw", d / "cleaned", "--min-chars", "en=abc", check=False)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --min-chars en=abc")
+
+
+def test_signal_export_reads_the_kept_signals(raw, tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(raw, d / "raw")
+    clean(d / "raw", d / "cleaned", "--rules", "tutorial,c4")
+    out = tmp_path / "export.parquet"
+    cp = clean(d / "raw", d / "cleaned", "--rules", "tutorial,c4", "--export-signals", out)
+    m = manifest(d / "cleaned")
+    assert m["signals"]["measured"] == {} and m["signals"]["lid_calls_made"] == 0
+    t = pq.read_table(out)
+    assert t.column_names[:2] == ["id", "verdict"] and "c4.sentence_count" in t.column_names
+    ids = pq.read_table(SAMPLE, columns=["id"]).column("id").to_pylist()
+    assert t.column("id").to_pylist() == [str(i) for i in ids]          # every document
+    verdicts = t.column("verdict").to_pylist()
+    for rule, n in m["counts"]["removed"].items():
+        assert verdicts.count(rule) == n
+    assert verdicts.count(None) == m["counts"]["docs_out"]
+    assert f"wrote {out}" in cp.stdout
+
+
+@pytest.mark.parametrize("pack", ["fineweb", "gopher_quality", "gopher_repetition", "c4"])
+def test_each_pack_alone_keeps_what_datatrove_keeps_on_english(tmp_path, pack):
+    """The stage, run with one pack, against datatrove's filter run alone, on the sample's
+    English documents (bench/datatrove_packs.py: the published defaults)."""
+    from datatrove_packs import datatrove_verdict
+
+    t = pq.read_table(SAMPLE, columns=["id", "text", "lang"])
+    en = t.filter(pa.compute.equal(t.column("lang"), "en")).select(["id", "text"])
+    pq.write_table(en, tmp_path / "en.parquet")
+    run_script("download_data.py", "--input", tmp_path / "en.parquet", "--output", tmp_path / "raw")
+    clean(tmp_path / "raw", tmp_path / "out", "--rules", pack, "--export-signals",
+          tmp_path / "x.parquet")
+    ours = dict(zip(*pq.read_table(tmp_path / "x.parquet", columns=["id", "verdict"])
+                    .to_pydict().values()))
+    theirs = {i: datatrove_verdict(pack, x, i)[0] for i, x in zip(*en.to_pydict().values())}
+    agree = sum((ours[i] is None) == kept for i, kept in theirs.items())
+    assert agree / len(theirs) >= 0.99, (pack, agree, len(theirs))
