@@ -861,6 +861,7 @@ def measure_compression_fast(tok, heldout) -> dict:
     tokenizer that is not a plain byte-level BPE."""
     import pyarrow.compute as pc
 
+    from pipeline.arrays import strings
     from algorithms.packing_fast import BpeEncoder
     from algorithms.tokenizer_file import ordinary_tokenizer
 
@@ -868,7 +869,8 @@ def measure_compression_fast(tok, heldout) -> dict:
     plain = None if enc is not None else ordinary_tokenizer(tok)
     out = {}
     for lang in ("en", "zh"):
-        col = heldout.filter(pc.equal(heldout.column("lang"), lang)).column("text")
+        want = strings([lang])[0]   # an Arrow scalar: a str here would import pandas
+        col = heldout.filter(pc.equal(heldout.column("lang"), want)).column("text")
         texts = col.to_pylist()
         if not texts:
             out[lang] = {"chars_per_token": None, "bytes_per_token": None, "docs": 0,

@@ -11,11 +11,13 @@ training thread (RAYON_NUM_THREADS=1, set before tokenizers starts its pool):
   (sample_ratio 1.0 here so both train on all the text), batches of 1000, BpeTrainer;
 - ours: what train_tokenizer.py does: per shard, the text column read with pyarrow and
   the rows chosen in numpy (sample_unit, no held-out part so both train on the same
-  bytes), the sample streamed back in batches, BpeTrainer, then the checks of 4.7 step 5
-  and the compression measurement that the stage runs before saving.
+  bytes), the sample streamed back in batches, the compiled trainer, then the checks of
+  4.7 step 5 and the compression measurement that the stage runs before saving.
 
-Training dominates both, so the ratio mostly says the stage's sampling and checks cost
-little. The target: ours at least 0.9 of the reference's MB/s per core. Also reported:
+The stage trains with the compiled BpeTrainer (algorithms/bpe_trainer.py: train_fast, the
+same tokenizer.json as BpeTrainer, one thread here like the reference) and counts the
+compression with the compiled encoder. The target: ours at least 3x the reference's
+MB/s per core (CPU seconds on the same text, sampling and checks included). Also reported:
 BpeTrainer alone on the texts already in memory (the floor for anything built on it), and
 drawing a 5% sample both ways (MB of corpus per CPU-second): there the stage's design,
 not BpeTrainer, decides the speed.
@@ -37,7 +39,7 @@ for p in (ROOT, ROOT / "bench"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-TARGET_RATIO = 0.9
+TARGET_RATIO = 3.0   # issue: the whole stage at least 3x the tutorial's loop in CPU s
 SHARD_ROWS = 2000
 
 
@@ -104,10 +106,12 @@ def ours(paths: list[str], vocab: int, staging: Path):
     for rank in range(len(units)):
         tokenizer_sample.sample_unit(rank, len(units), units, str(staging), 0.0, 1.0, seed=0,
                        max_doc_chars=100_000)
-    tok = bpe_trainer.train_hf(tokenizer_sample.iter_sample(staging, len(units)), vocab, min_frequency=2)
-    real = next(tokenizer_sample.iter_sample(staging, len(units), tokenizer_checks.REAL_DOCS_CHECKED), [])
+    tok = bpe_trainer.train_fast(tokenizer_sample.iter_sample(staging, len(units)), vocab,
+                                 min_frequency=2, threads=1)
+    real = next(tokenizer_sample.iter_sample(staging, len(units),
+                                             tokenizer_checks.REAL_DOCS_CHECKED), [])
     tokenizer_checks.verify(tok, vocab, sum(sizes), real)
-    tokenizer_checks.measure_compression(tok, pa.table({"text": real, "lang": ["en"] * len(real)}))
+    bpe_trainer.measure_compression_fast(tok, pa.table({"text": real, "lang": ["en"] * len(real)}))
     return tok
 
 
@@ -144,7 +148,7 @@ def run(corpus_texts: list[str], quick: bool = False) -> dict:
         paths = write_shards(corpus_texts, shards)
         timings = {}
         for name, fn in (("tutorial 4.7 (datasets streaming + BpeTrainer)", lambda: reference(paths, vocab)),
-                         ("train_tokenizer.py (pyarrow sample + BpeTrainer + checks)",
+                         ("train_tokenizer.py (pyarrow sample + compiled BpeTrainer + checks)",
                           lambda: ours(paths, vocab, Path(td) / "staging")),
                          ("BpeTrainer alone, texts in memory", lambda: floor(corpus_texts, vocab)),
                          ("sampling 5%: tutorial corpus_iter (every row through Python)",

@@ -31,6 +31,7 @@ a report beside the output.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -187,6 +188,22 @@ class Stage:
             self.check_fn(args)
         return args
 
+    def needs_pool(self, args: argparse.Namespace) -> bool:
+        """Whether this run has more than one task for the worker pool, judged from the
+        input's manifest alone (reading parquet footers would start threads, and the pool
+        is forked from a process that has none): a stage without units (download), or an
+        input of one shard of at most one --task-mb, runs its one task here and starts no
+        pool (units never span shards: each shard is at least one task)."""
+        if self.reads is None or not self.plans_units:
+            return False
+        try:
+            m = json.loads((Path(args.input) / MANIFEST).read_text(encoding="utf-8"))
+            files = [f for f in m.get("files", []) if f.get("rows", 1)]
+            text = sum(int(f.get("text_bytes") or 0) for f in files)
+        except (OSError, ValueError, TypeError, AttributeError):
+            return True   # unknown: as before (a bad input fails later, with its line)
+        return len(files) > 1 or text > args.task_mb * 1e6
+
     # -- 2. the input -----------------------------------------------------------------
     def open_input(self, args: argparse.Namespace) -> tuple[list[Path], list[Unit]]:
         """The input's shards (each opened, so a broken one is named before any work)
@@ -208,7 +225,8 @@ class Stage:
     # -- 3-5. the run -------------------------------------------------------------------
     def main(self, argv: list[str] | None = None) -> int:
         args = self.parse(argv)
-        start_pool_early(args)
+        if self.needs_pool(args):
+            start_pool_early(args)
         extra = self.extra_inputs_fn(args) if self.extra_inputs_fn else {}
         locks = self.lock_inputs(args, extra)
         try:

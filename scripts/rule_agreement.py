@@ -68,9 +68,9 @@ EMPTY = {"fineweb": "fineweb_line_punct", "gopher_repetition": "gopher_rep_empty
 
 def tutorial_keeps(text: str) -> bool:
     """clean.py's four cheap rules with the tutorial's thresholds (language ID aside)."""
-    import clean
-    return (len(text) >= 200 and clean.dup_line_share(text) <= 0.30
-            and clean.longest_char_run(text) <= 50 and clean.alnum_share(text) >= 0.50)
+    from algorithms import cleaning
+    return (len(text) >= 200 and cleaning.dup_line_share(text) <= 0.30
+            and cleaning.longest_char_run(text) <= 50 and cleaning.alnum_share(text) >= 0.50)
 
 
 def disagreement_class(text: str) -> str:

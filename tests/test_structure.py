@@ -102,3 +102,25 @@ def test_each_stage_reaches_its_algorithm_in_its_first_80_lines_of_code():
     got = {s: code_lines_before_algorithm(ROOT / f"{s}.py", mods)
            for s, mods in STAGE_ALGORITHMS.items()}
     assert all(n <= 80 for n in got.values()), got
+
+
+def test_the_readmes_map_of_the_tutorial_names_code_that_exists():
+    """Every `file: name, name` of the README's map from the tutorial's code blocks to
+    this code names a file and a top-level definition (or a method: Class.method) in it."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Where each code block of the tutorial lives", 1)[1].split("\n## ", 1)[0]
+    refs = re.findall(r"`([\w/]+\.py): ([^`]+)`", section)
+    assert len(refs) >= 25
+    for path, names in refs:
+        tree = ast.parse((ROOT / path).read_text(encoding="utf-8"))
+        defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+                    if isinstance(t, ast.Name)}
+        methods = {f"{c.name}.{m.name}" for c in tree.body if isinstance(c, ast.ClassDef)
+                   for m in c.body if isinstance(m, ast.FunctionDef)}
+        for name in re.split(r",\s*", re.sub(r"\(.*?\)", "", names)):
+            name = name.strip()
+            if name:
+                assert name in defined | methods, f"{path}: {name}"

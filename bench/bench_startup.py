@@ -1,0 +1,102 @@
+"""Benchmark: what a stage costs when it has (almost) nothing to do.
+
+    python bench/bench_startup.py                 # every stage, 5 runs each, medians
+
+Every stage runs, with the command a user types, on a corpus of ONE short document
+(download, clean, both dedups, the tokenizer with a tiny vocabulary, pack): what is left
+is the fixed cost of a run -- the interpreter, the imports, the worker pool, the locks,
+the manifests, the report. A fresh output each run (no "up to date" shortcut): the same
+work a first run does. Wall seconds and CPU seconds (the stage and every process it
+starts), medians of --runs runs after one warm-up (numba's on-disk cache filled).
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, cpu_model, stage_env  # noqa: E402
+
+DOC = ("A single short document, long enough to pass every cleaning rule of the tutorial: "
+       "it has several sentences, no repeated lines, and plenty of letters. " * 4)
+
+
+def commands(d: Path, out: Path) -> list[tuple[str, list[str]]]:
+    return [
+        ("download_data", ["download_data.py", "--input", str(d / "one.parquet"),
+                           "--output", str(out / "raw")]),
+        ("clean", ["clean.py", "--input", str(d / "raw"), "--output", str(out / "cleaned")]),
+        ("dedup_exact", ["dedup_exact.py", "--input", str(d / "cleaned"),
+                         "--output", str(out / "dedup_exact")]),
+        ("dedup_minhash", ["dedup_minhash.py", "--input", str(d / "dedup_exact"),
+                           "--output", str(out / "dedup")]),
+        ("train_tokenizer", ["train_tokenizer.py", "--input", str(d / "dedup"),
+                             "--output", str(out / "tokenizer"), "--vocab-size", "300",
+                             "--min-frequency", "0"]),
+        ("pack_parallel", ["pack_parallel.py", "--input", str(d / "dedup"), "--tokenizer",
+                           str(d / "tokenizer" / "tokenizer.json"), "--output", str(out / "pack"),
+                           "--val-ratio", "0.5"]),
+    ]
+
+
+def timed(args: list[str], env: dict) -> tuple[float, float]:
+    """(wall s, CPU s of the process and all its children) of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    cp = subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if cp.returncode:
+        raise SystemExit(f"{args[0]} failed: {cp.stderr[-2000:]}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def run(runs: int = 5, workers: int = 2) -> dict:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    env = stage_env()
+    rows = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        pq.write_table(pa.table({"id": ["doc-1", "doc-2"],
+                                 "text": [DOC, DOC.replace("single", "second")]}),
+                       d / "one.parquet")
+        for name, args in commands(d, d):        # the inputs, and numba's cache, once
+            timed(args + ["--workers", str(workers)], env)
+        for name, args in commands(d, d / "out"):
+            got = []
+            for _ in range(runs):
+                shutil.rmtree(d / "out", ignore_errors=True)
+                (d / "out").mkdir()
+                if name == "pack_parallel":
+                    (d / "out" / "pack").mkdir()
+                got.append(timed(args + ["--workers", str(workers)], env))
+            rows[name] = {"wall_s": round(statistics.median(g[0] for g in got), 3),
+                          "cpu_s": round(statistics.median(g[1] for g in got), 3)}
+    return {"cpu": cpu_model(), "workers": workers, "runs": runs, "stages": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--workers", type=int, default=2)
+    a = p.parse_args(argv)
+    res = run(a.runs, a.workers)
+    print(f"fixed cost of a run on a 2-document input ({res['cpu']}; --workers {a.workers}, "
+          f"medians of {a.runs}):")
+    for name, r in res["stages"].items():
+        print(f"  {name:16s} {r['wall_s']:6.2f} s wall  {r['cpu_s']:6.2f} s CPU")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
