@@ -87,8 +87,10 @@ def alnum_table() -> np.ndarray:
     """
     global _ALNUM
     if _ALNUM is None:
-        _ALNUM = np.fromiter((chr(i).isalnum() for i in range(0x110000)), dtype=np.bool_,
-                             count=0x110000)
+        from .unicode_cache import cached_table
+
+        _ALNUM = cached_table("isalnum", lambda: np.fromiter(
+            (chr(i).isalnum() for i in range(0x110000)), dtype=np.bool_, count=0x110000))
     return _ALNUM
 
 

@@ -21,17 +21,21 @@ from numba import njit
 
 from pipeline.arrays import combine, to_numpy
 
+from .unicode_cache import cached_table
+
 _TABLES: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def tables() -> tuple[np.ndarray, np.ndarray]:
-    """(isalnum, isspace) for every code point, from Python itself; once per process."""
+    """(isalnum, isspace) for every code point, from Python itself; once per process,
+    cached on disk (algorithms.unicode_cache)."""
     global _TABLES
     if _TABLES is None:
-        cps = range(0x110000)
-        alnum = np.fromiter((chr(i).isalnum() for i in cps), np.bool_, count=0x110000)
-        space = np.fromiter((chr(i).isspace() for i in cps), np.bool_, count=0x110000)
-        _TABLES = (alnum, space)
+        def build(method):
+            return lambda: np.fromiter((getattr(chr(i), method)() for i in range(0x110000)),
+                                       np.bool_, count=0x110000)
+        _TABLES = (cached_table("isalnum", build("isalnum")),
+                   cached_table("isspace", build("isspace")))
     return _TABLES
 
 

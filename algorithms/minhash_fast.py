@@ -273,20 +273,26 @@ def _char_map() -> np.ndarray:
     """
     global _CHAR_MAP
     if _CHAR_MAP is None:
-        everything = np.arange(0x110000, dtype=np.uint32).tobytes().decode("utf-32-le",
-                                                                            "surrogatepass")
-        special = "\u03a3\u0130"
-        lower = everything.translate({ord(c): "?" for c in special}).lower()
-        if len(lower) == len(everything):
-            m = np.frombuffer(lower.encode("utf-32-le", "surrogatepass"), np.uint32).copy()
-        else:   # another character lowers to several: find them one by one
-            m = np.array([ord(low) if len(low) == 1 else SPECIAL
-                          for low in (c.lower() for c in everything)], dtype=np.uint32)
-        m[[ord(c) for c in special]] = SPECIAL
-        m[m == 32] = SPECIAL                 # a non-space lowering to a space (none does)
-        m[[s.start() for s in _WS.finditer(everything)]] = 32
-        _CHAR_MAP = m
+        from .unicode_cache import cached_table
+
+        _CHAR_MAP = cached_table("normalise_map", _build_char_map)
     return _CHAR_MAP
+
+
+def _build_char_map() -> np.ndarray:
+    everything = np.arange(0x110000, dtype=np.uint32).tobytes().decode("utf-32-le",
+                                                                        "surrogatepass")
+    special = "\u03a3\u0130"
+    lower = everything.translate({ord(c): "?" for c in special}).lower()
+    if len(lower) == len(everything):
+        m = np.frombuffer(lower.encode("utf-32-le", "surrogatepass"), np.uint32).copy()
+    else:   # another character lowers to several: find them one by one
+        m = np.array([ord(low) if len(low) == 1 else SPECIAL
+                      for low in (c.lower() for c in everything)], dtype=np.uint32)
+    m[[ord(c) for c in special]] = SPECIAL
+    m[m == 32] = SPECIAL                 # a non-space lowering to a space (none does)
+    m[[s.start() for s in _WS.finditer(everything)]] = 32
+    return m
 
 
 def _raw_pieces(text: str, size: int = LONG_TEXT):

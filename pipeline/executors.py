@@ -155,7 +155,8 @@ def run_tasks(fn: Callable, tasks: int, args: argparse.Namespace, logging_dir: P
     core use and the largest worker's peak RSS. total_docs / total_bytes size the
     progress bar. inline: the phase is too small to pay for a worker pool (a second or
     so to start); on the local executor its tasks then run in this process, one after
-    another (Ray and Slurm are unchanged). The tasks and their output are the same."""
+    another (run_here; so do a phase of one task and --workers 1). Ray and Slurm are
+    unchanged. The tasks and their output are the same whichever runs them."""
     if tasks <= 0:
         return {"tasks": 0}
     sys_path = [str(Path(__file__).resolve().parent.parent)]
@@ -164,15 +165,20 @@ def run_tasks(fn: Callable, tasks: int, args: argparse.Namespace, logging_dir: P
     step = ShardTask(fn_ref(fn), kwargs, name, sys_path, os.getcwd(),
                      progress_dir=str(logging_dir.resolve()),
                      driver_pid=os.getpid() if kind == "local" else None)
-    _quiet(getattr(args, "verbose", False))
-    if kind == "local":
-        _preload_in_forkserver(step.ref.partition(":")[0])
-    ex = build_executor(step, tasks, args, logging_dir, name, inline)
+    here = kind == "local" and (inline or tasks == 1 or int(getattr(args, "workers", 1) or 1) == 1)
+    if not here:
+        _quiet(getattr(args, "verbose", False))
+        if kind == "local":
+            _preload_in_forkserver(step.ref.partition(":")[0])
+        ex = build_executor(step, tasks, args, logging_dir, name, inline)
     t0 = time.time()
     with prog.ProgressBar(logging_dir, name, total_bytes, total_docs,
                           enabled=None if progress else False):
         try:
-            ex.run()
+            if here:
+                run_here(step, tasks, logging_dir)
+            else:
+                ex.run()
         except subprocess.CalledProcessError as e:  # sbatch refused the job
             raise StageError(f"{name}: {' '.join(map(str, e.cmd))} failed with exit {e.returncode}"
                              f"{': ' + e.output.decode(errors='replace').strip() if e.output else ''}") from None
@@ -184,6 +190,22 @@ def run_tasks(fn: Callable, tasks: int, args: argparse.Namespace, logging_dir: P
                          f"see {logging_dir}/logs and rerun to resume")
     workers = 1 if inline and kind == "local" else int(getattr(args, "workers", 1) or 1)
     return prog.phase_resources(logging_dir, tasks, workers, time.time() - t0)
+
+
+def run_here(step: ShardTask, tasks: int, logging_dir: Path) -> None:
+    """The tasks of a phase one after another in this process, as datatrove's local
+    executor runs them with one worker, and with its completion markers (so a killed run
+    resumes the same way), but without importing datatrove: for one task, or a phase
+    too small for the pool, that import (its I/O layer pulls in huggingface_hub's file
+    system, about 0.4 s) would cost more than the work."""
+    done = logging_dir / "completions"
+    done.mkdir(parents=True, exist_ok=True)
+    for rank in range(tasks):
+        marker = done / f"{rank:05d}"
+        if marker.exists():
+            continue
+        step(None, rank=rank, world_size=tasks)
+        marker.touch()
 
 
 def _completed(logging_dir: Path) -> int:
