@@ -90,12 +90,16 @@ def _local_executor_cls():
     return QuietLocalExecutor
 
 
-def start_pool_early(args: argparse.Namespace) -> None:
+def start_pool_early(args: argparse.Namespace, compiled: bool = False) -> None:
     """Start the stage's worker pool now, right after the arguments are read (local
     executor, two workers or more): the workers are forked from this process while it
     holds only its imports and no thread, so they start in milliseconds with every module
     already loaded, instead of each phase's first tasks waiting for a fork server to
-    import the stage. Later phases reuse the same workers."""
+    import the stage. Later phases reuse the same workers.
+
+    compiled: the tasks run numba kernels; numba's compiler context is set up here first
+    (0.5 s a process, starting no thread), so the workers inherit it instead of each
+    setting it up again."""
     if getattr(args, "executor", "local") != "local" or int(getattr(args, "workers", 1) or 1) < 2:
         return
     # what every task needs, imported once here rather than in each worker
@@ -105,6 +109,10 @@ def start_pool_early(args: argparse.Namespace) -> None:
     stem = Path(getattr(main, "__file__", "") or "").stem
     if stem and importlib.util.find_spec(stem) is not None:
         importlib.import_module(stem)   # tasks name their function by this module
+    if compiled:
+        from numba.core import registry
+
+        registry.cpu_target.target_context.refresh()
     _stage_pool(int(args.workers), "fork")
 
 

@@ -146,7 +146,7 @@ class Stage:
                  reuse_current: bool = False, files_into: bool = False,
                  manifest_name: str = MANIFEST, extra_inputs: Callable | None = None,
                  plans_units: bool = True, current_note: Callable | None = None,
-                 after_commit: Callable | None = None):
+                 after_commit: Callable | None = None, compiled: bool = True):
         self.name, self.doc, self.run_fn = name, doc, run
         self.script = layout.STAGES[name][0]
         self.flags_fn, self.check_fn, self.config_fn = flags, check, config
@@ -158,6 +158,7 @@ class Stage:
         self.manifest_name, self.extra_inputs_fn = manifest_name, extra_inputs
         self.plans_units, self.current_note = plans_units, current_note
         self.after_commit = after_commit
+        self.compiled = compiled   # its tasks run numba kernels (local_pool.start_pool_early)
 
     # -- 1. flags ---------------------------------------------------------------------
     def parser(self, argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -226,7 +227,7 @@ class Stage:
     def main(self, argv: list[str] | None = None) -> int:
         args = self.parse(argv)
         if self.needs_pool(args):
-            start_pool_early(args)
+            start_pool_early(args, compiled=self.compiled)
         extra = self.extra_inputs_fn(args) if self.extra_inputs_fn else {}
         locks = self.lock_inputs(args, extra)
         try:
