@@ -51,7 +51,9 @@ import pyarrow.compute as pc
 from algorithms import packing
 from algorithms.packing import (TOKEN_BINS, NotConvertible, doc_lengths,
                                 first_difference, get_encoder)
-from algorithms.tokenizer_file import check_fits_uint16, eos_id, load_tokenizer, tokenizer_hash
+from algorithms.packing_fast import bpe_tables
+from algorithms.tokenizer_file import (byte_level_unsupported, check_fits_uint16, eos_id,
+                                      load_tokenizer, to_tiktoken, tokenizer_hash)
 from pipeline import layout
 from pipeline.arrays import strings, to_numpy
 from pipeline.errors import StageError, run_stage
@@ -198,16 +200,19 @@ def run(run: Run) -> Output:
 def fast_or_hf(args) -> tuple[str, dict]:
     """The encoder to try: the fast one asked for (auto: numba) when the tokenizer converts
     to it; else HF, with a warning (an explicitly requested fast encoder that cannot be
-    used is an error instead)."""
+    used is an error instead). Decided on the vocabulary alone, in plain Python: the
+    tasks build the encoder."""
     info = {"requested": args.encoder}
     if args.encoder == "hf":
         return "hf", info
     kind = "numba" if args.encoder == "auto" else args.encoder
-    try:  # built once here, so a conversion failure is one line before any work
-        get_encoder(args.tokenizer, kind)
-    except NotConvertible as e:
+    tok = load_tokenizer(args.tokenizer)
+    converts = bpe_tables(tok) is not None if kind == "numba" else to_tiktoken(tok) is not None
+    if not converts:
+        e = NotConvertible(args.tokenizer, kind, byte_level_unsupported(tok)
+                           or "not a byte-level vocabulary")
         if args.encoder != "auto":
-            raise
+            raise e
         print(f"warning: {e}; encoding with HF tokenizers (slower)", file=sys.stderr)
         return "hf", {**info, "fallback": e.why}
     return kind, info

@@ -495,6 +495,33 @@ def sampled_pieces(buf: np.ndarray, offsets: np.ndarray, rate_bits: int
     return h, n[first]
 
 
+def bpe_tables(tok) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(the id of each byte, merges as (left id, right id) in rank order, the id each
+    merge makes) of an HF byte-level BPE tokenizer; None when it is not one. Plain
+    Python: whether a tokenizer converts is known without compiling anything."""
+    from .tokenizer_file import byte_decoder, byte_level_unsupported
+
+    if byte_level_unsupported(tok):
+        return None
+    model = json.loads(tok.to_str())["model"]
+    vocab = model["vocab"]
+    to_byte = byte_decoder()
+    byte_char = {b: c for c, b in to_byte.items()}
+    if any(byte_char[b] not in vocab for b in range(256)):
+        return None
+    byte_ids = np.array([vocab[byte_char[b]] for b in range(256)])
+    pairs, ids = [], []
+    for mg in model["merges"]:
+        a, b = mg if isinstance(mg, list) else mg.split(" ", 1)
+        if a not in vocab or b not in vocab or a + b not in vocab:
+            return None
+        pairs.append((vocab[a], vocab[b]))
+        ids.append(vocab[a + b])
+    if max(vocab.values(), default=0) >= 1 << ID_BITS:
+        return None
+    return byte_ids, np.array(pairs, dtype=np.int64).reshape(-1, 2), np.array(ids)
+
+
 class BpeEncoder:
     """Byte-level BPE over flat arrays; see the module docstring.
 
@@ -521,27 +548,8 @@ class BpeEncoder:
     @classmethod
     def from_tokenizer(cls, tok) -> "BpeEncoder | None":
         """The encoder for an HF byte-level BPE tokenizer, or None when it is not one."""
-        from .tokenizer_file import byte_decoder, byte_level_unsupported
-
-        if byte_level_unsupported(tok):
-            return None
-        model = json.loads(tok.to_str())["model"]
-        vocab = model["vocab"]
-        to_byte = byte_decoder()
-        byte_char = {b: c for c, b in to_byte.items()}
-        if any(byte_char[b] not in vocab for b in range(256)):
-            return None
-        byte_ids = np.array([vocab[byte_char[b]] for b in range(256)])
-        pairs, ids = [], []
-        for mg in model["merges"]:
-            a, b = mg if isinstance(mg, list) else mg.split(" ", 1)
-            if a not in vocab or b not in vocab or a + b not in vocab:
-                return None
-            pairs.append((vocab[a], vocab[b]))
-            ids.append(vocab[a + b])
-        if max(vocab.values(), default=0) >= 1 << ID_BITS:
-            return None
-        return cls(byte_ids, np.array(pairs, dtype=np.int64).reshape(-1, 2), np.array(ids))
+        tables = bpe_tables(tok)
+        return None if tables is None else cls(*tables)
 
     def pack(self, texts: list[str], eos: int) -> np.ndarray:
         """The documents' ids, each followed by one EOS, as int32 (one call, no Python
