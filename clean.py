@@ -750,12 +750,14 @@ def sweep_report(plan: list[dict], configs: list[Recipe], results: list[dict],
     pair_index = {tuple(p): k for k, p in enumerate(pairs)}
     for p in plan:
         name = p["param"]
-        head = [name] + names + ["kept", "kept share"]
+        shown, others = shown_rules(names, [tots[ci] for ci in p["configs"]])
+        head = [name] + shown + (["other rules"] if others else []) + ["kept", "kept share"]
         body = []
         entry = {"param": name, "values": [], "changes": []}
         for v, ci in zip(p["values"], p["configs"]):
             t = tots[ci]
-            body.append([value_text(v)] + [t["removed"][r] for r in names]
+            body.append([value_text(v)] + [t["removed"][r] for r in shown]
+                        + ([sum(t["removed"][r] for r in others)] if others else [])
                         + [t["docs_out"], pct(t["docs_out"], n)])
             entry["values"].append({"value": list(v) if isinstance(v, tuple) else v,
                                     "removed": t["removed"], "docs_out": t["docs_out"],
@@ -786,14 +788,26 @@ def sweep_report(plan: list[dict], configs: list[Recipe], results: list[dict],
     return "\n".join(lines).rstrip(), data
 
 
+def shown_rules(names: list[str], tots: list[dict], most: int = 6) -> tuple[list[str], list[str]]:
+    """The rules a sweep's table shows one column each, and the rest it sums in one
+    column: with more than `most` rules (packs), only those whose removals change."""
+    if len(names) <= most:
+        return names, []
+    moving = [r for r in names if len({t["removed"][r] for t in tots}) > 1]
+    return moving, [r for r in names if r not in moving]
+
+
 def sweep_markdown(data: dict, names: list[str]) -> str:
     md = ["# clean.py --sweep", "", f"{data['docs_in']:,} documents in; each table varies one "
           "threshold, the others as given.", ""]
     for s in data["sweeps"]:
+        shown, others = shown_rules(names, s["values"])
         md += [f"## {s['param']}", "", markdown_table(
-            [s["param"]] + names + ["kept"],
+            [s["param"]] + shown + (["other rules"] if others else []) + ["kept"],
             [[value_text(tuple(v["value"]) if isinstance(v["value"], list) else v["value"])]
-             + [v["removed"][r] for r in names] + [v["docs_out"]] for v in s["values"]]), ""]
+             + [v["removed"][r] for r in shown]
+             + ([sum(v["removed"][r] for r in others)] if others else [])
+             + [v["docs_out"]] for v in s["values"]]), ""]
         for c in s["changes"]:
             md += [f"### {s['param']} {c['from']} -> {c['to']}: {c['documents']:,} documents "
                    "change fate", ""]
