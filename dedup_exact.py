@@ -185,7 +185,7 @@ def space(run: Run) -> int:
 
 
 STAGE = Stage("dedup_exact", __doc__, run, flags=flags, check=check, config=config, space=space,
-              reads=layout.CLEANED, compiled=False)
+              reads=layout.CLEANED)
 
 
 def main(argv: list[str] | None = None) -> int:

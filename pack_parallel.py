@@ -363,7 +363,7 @@ STAGE = Stage("pack_parallel", __doc__, run, flags=flags, check=check, config=co
               space=space, reads=layout.DEDUP, writes=layout.DATA,
               output_help="folder for train.bin, val.bin, pack_manifest.json (default: data)",
               reuse_current=True, files_into=True, manifest_name=MANIFEST_NAME,
-              extra_inputs=extra_inputs,
+              extra_inputs=extra_inputs, compiled=True,
               current_note=lambda run: f"its report: {Path(run.args.output) / REPORT_DIR}/")
 
 

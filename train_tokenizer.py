@@ -371,7 +371,7 @@ def space(run: Run) -> int:
 
 
 STAGE = Stage("train_tokenizer", __doc__, run, flags=flags, check=check, config=config,
-              space=space, reads=layout.DEDUP, reuse_current=True,
+              space=space, reads=layout.DEDUP, reuse_current=True, compiled=True,
               current_note=lambda run: f"its report: {run.output}/report/train_tokenizer_stats.md")
 
 

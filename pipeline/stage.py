@@ -45,7 +45,7 @@ from .lock import FolderLock
 from .manifest import MANIFEST, check_input
 from .shards import list_shards, open_shard
 from .disk import register
-from .staging import StageRun, add_force_arg, staging_path
+from .staging import StageRun, add_force_arg, current_manifest, staging_path
 from .task_results import load_task_results
 from .units import Unit, describe, plan_units, unit_offsets
 
@@ -146,7 +146,7 @@ class Stage:
                  reuse_current: bool = False, files_into: bool = False,
                  manifest_name: str = MANIFEST, extra_inputs: Callable | None = None,
                  plans_units: bool = True, current_note: Callable | None = None,
-                 after_commit: Callable | None = None, compiled: bool = True):
+                 after_commit: Callable | None = None, compiled: bool = False):
         self.name, self.doc, self.run_fn = name, doc, run
         self.script = layout.STAGES[name][0]
         self.flags_fn, self.check_fn, self.config_fn = flags, check, config
@@ -158,7 +158,10 @@ class Stage:
         self.manifest_name, self.extra_inputs_fn = manifest_name, extra_inputs
         self.plans_units, self.current_note = plans_units, current_note
         self.after_commit = after_commit
-        self.compiled = compiled   # its tasks run numba kernels (local_pool.start_pool_early)
+        # every task of a run that does work runs numba kernels: set numba up once, in the
+        # driver, before the pool is forked (local_pool.start_pool_early). Not for clean
+        # and dedup_minhash, whose reruns read kept measurements and never load numba.
+        self.compiled = compiled
 
     # -- 1. flags ---------------------------------------------------------------------
     def parser(self, argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -205,6 +208,22 @@ class Stage:
             return True   # unknown: as before (a bad input fails later, with its line)
         return len(files) > 1 or text > args.task_mb * 1e6
 
+    def looks_current(self, args: argparse.Namespace) -> bool:
+        """Whether the output in place already is what this run would write (a stage that
+        then does nothing needs no pool): a hint only, taken before the locks; the run
+        decides again under them (StageRun.current)."""
+        if not self.reuse_current or getattr(args, "force", False) or self.reads is None:
+            return False
+        try:
+            config = self.config_fn(Run(self, args, [], [])) if self.config_fn else {}
+            fp = check_input(Path(args.input) / MANIFEST)["output_fingerprint"]
+            extra = {k: check_input(m)["output_fingerprint"]
+                     for k, m in (self.extra_inputs_fn(args) if self.extra_inputs_fn else {}).items()}
+        except Exception:   # noqa: BLE001 - any doubt: not current (the run will say why)
+            return False
+        manifest = Path(args.output) / self.manifest_name
+        return current_manifest(manifest, self.name, config, fp, extra) is not None
+
     # -- 2. the input -----------------------------------------------------------------
     def open_input(self, args: argparse.Namespace) -> tuple[list[Path], list[Unit]]:
         """The input's shards (each opened, so a broken one is named before any work)
@@ -226,7 +245,7 @@ class Stage:
     # -- 3-5. the run -------------------------------------------------------------------
     def main(self, argv: list[str] | None = None) -> int:
         args = self.parse(argv)
-        if self.needs_pool(args):
+        if self.needs_pool(args) and not self.looks_current(args):
             start_pool_early(args, compiled=self.compiled)
         extra = self.extra_inputs_fn(args) if self.extra_inputs_fn else {}
         locks = self.lock_inputs(args, extra)

@@ -42,6 +42,34 @@ def config_key(stage: str, config: dict, input_fingerprint: str | None) -> str:
     return xxhash.xxh3_128(blob.encode()).hexdigest()
 
 
+def current_manifest(manifest_file: Path, stage: str, config: dict,
+                     input_fingerprint: str | None, extra_fingerprints: dict) -> dict | None:
+    """The manifest of an output in place, if a run of `stage` with this config and these
+    input fingerprints would write the same bytes; else None.
+
+    Stages are deterministic, so an output is current when its manifest records this
+    run's stage, manifest version, config and input fingerprints (the upstream chain
+    is checked already), and every file it lists still has its recorded size and
+    xxh3-128 digest. Anything else (no manifest, an unreadable one, a file changed,
+    truncated or missing) means the stage runs."""
+    output = Path(manifest_file).parent
+    try:
+        m = json.loads(Path(manifest_file).read_text(encoding="utf-8"))
+        files = m["files"]
+        if (m.get("version") != VERSION or m.get("stage") != stage
+                or m.get("config") != json.loads(json.dumps(config))
+                or (m.get("input") or {}).get("fingerprint") != input_fingerprint
+                or {k: v.get("fingerprint") for k, v in (m.get("extra_inputs") or {}).items()}
+                != extra_fingerprints
+                or m.get("output_fingerprint") != fingerprint(files, stage)):
+            return None
+        if not all(matches_record(output / f["name"], f) for f in files):
+            return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return m
+
+
 def staging_path(output: Path, stage: str, files_into: bool) -> Path:
     """Where a run of `stage` stages its output: `data/.cleaned.partial` beside a folder,
     `data/.pack_parallel.partial` for files written into a folder."""
@@ -89,28 +117,11 @@ class StageRun:
             self._prepare()
 
     def current_output(self) -> dict | None:
-        """The manifest of the output in place, if this run would write the same bytes.
-
-        Stages are deterministic, so an output is current when its manifest records this
-        run's stage, manifest version, config and input fingerprints (the upstream chain
-        is checked already), and every file it lists still has its recorded size and
-        xxh3-128 digest. Anything else (no manifest, an unreadable one, a file changed,
-        truncated or missing) means the stage runs."""
-        try:
-            m = json.loads((self.output / self.manifest_name).read_text(encoding="utf-8"))
-            files = m["files"]
-            if (m.get("version") != VERSION or m.get("stage") != self.stage
-                    or m.get("config") != json.loads(json.dumps(self.config))
-                    or (m.get("input") or {}).get("fingerprint") != self.input_fingerprint
-                    or {k: v.get("fingerprint") for k, v in (m.get("extra_inputs") or {}).items()}
-                    != {k: em["output_fingerprint"] for k, (_, em) in self.extra.items()}
-                    or m.get("output_fingerprint") != fingerprint(files, self.stage)):
-                return None
-            if not all(matches_record(self.output / f["name"], f) for f in files):
-                return None
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return None
-        return m
+        """The manifest of the output in place, if this run would write the same bytes
+        (see current_manifest)."""
+        return current_manifest(self.output / self.manifest_name, self.stage, self.config,
+                                self.input_fingerprint,
+                                {k: em["output_fingerprint"] for k, (_, em) in self.extra.items()})
 
     def current_line(self) -> str:
         """What a stage prints when its output is current (and it did nothing)."""

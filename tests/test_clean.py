@@ -279,8 +279,10 @@ def test_bench_smoke(sample_rows):
     for row in res["rows"]:
         assert {"name", "mb_per_s_per_core", "ratio", "target", "ok"} <= set(row)
         assert row["mb_per_s_per_core"] > 0
-    ours = res["rows"][-1]
+    ours = next(r for r in res["rows"] if r.get("ours"))
     assert "1.5x" in ours["target"] and isinstance(ours["ok"], bool)
+    packs = res["rows"][-1]      # every rule pack, against the same reference
+    assert "every rule pack" in packs["name"] and "5.0x" in packs["target"]
     # decisions compared with the real fastText on the full text: equal here
     assert res["lang_compared"] > 20 and res["lang_differ"] == 0
 

@@ -41,8 +41,8 @@ def test_bench_suite_smoke(tmp_path):
     cp = run_script("bench/run_all.py", "--quick", "--out", tmp_path, timeout=900)
     results = json.loads((tmp_path / "quick.json").read_text())
     names = {r["bench"] for r in results}
-    assert names == {"clean", "dedup_exact", "minhash", "tokenizer", "trainer", "pack",
-                     "rerun"}, cp.stdout
+    assert names == {"clean", "quality_signals", "dedup_exact", "minhash", "tokenizer",
+                     "trainer", "pack", "rerun"}, cp.stdout
     for r in results:
         assert not r.get("error"), (r["bench"], r.get("error"))
         assert r["rows"] and r["peak_rss_mb"] > 0
