@@ -47,7 +47,7 @@ import sys
 from typing import Iterable
 
 import numpy as np
-from numba import njit
+from .jit import njit
 
 from algorithms.packing_fast import (ID_BITS, _merge_lookup, _piece_end, codepoint_classes,
                           merge_table)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
+from .jit import njit
 
 from pipeline.arrays import combine, to_numpy
 

@@ -81,7 +81,7 @@ from collections import namedtuple
 from pathlib import Path
 
 import numpy as np
-from numba import njit
+from .jit import njit
 
 from algorithms.langid_model import EOS, LABEL_PREFIX, LOSS_HS, read_model
 
@@ -725,7 +725,7 @@ def _compiled_entry(dispatcher, args):
     of arrays takes ~4 us -- as long as predicting 200 characters -- so predict(), whose
     argument types never change, calls the compiled entry point directly. Falls back to
     the dispatcher if numba's internals differ."""
-    import numba
+    from .jit import numba
 
     try:
         return dispatcher.overloads[tuple(numba.typeof(a) for a in args)].entry_point

@@ -45,7 +45,7 @@ def compile_kernels() -> None:
     g = globals()
     lazy = [name for name, value in g.items() if isinstance(value, _Kernel)]
     if lazy:
-        from numba import njit
+        from .jit import njit
 
         for name in lazy:
             g[name] = njit(**g[name].options)(g[name].py_func)

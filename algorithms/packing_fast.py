@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from numba import njit
+from .jit import njit
 
 # code point classes, as the GPT-2 pattern sees them
 OTHER, LETTER, NUMBER, SPACE = 0, 1, 2, 3

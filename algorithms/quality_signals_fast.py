@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
+from .jit import njit
 
 from algorithms import quality_signals as Q
 

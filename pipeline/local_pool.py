@@ -110,6 +110,7 @@ def start_pool_early(args: argparse.Namespace, compiled: bool = False) -> None:
     if stem and importlib.util.find_spec(stem) is not None:
         importlib.import_module(stem)   # tasks name their function by this module
     if compiled:
+        from algorithms.jit import numba  # noqa: F401  (without its BLAS probe)
         from numba.core import registry
 
         registry.cpu_target.target_context.refresh()

@@ -5,6 +5,9 @@ do the tools, demos, benchmarks and scripts that use them."""
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,3 +127,19 @@ def test_the_readmes_map_of_the_tutorial_names_code_that_exists():
             name = name.strip()
             if name:
                 assert name in defined | methods, f"{path}: {name}"
+
+
+def test_numba_is_imported_without_scipy_and_scipy_still_imports_after():
+    """algorithms/jit.py: numba's BLAS probe (scipy.linalg, 0.2 s a process) is skipped;
+    scipy is not left broken for code that imports it later."""
+    code = ("import sys\n"
+            "import algorithms.cleaning_fast, algorithms.minhash_fast as m\n"
+            "m.compile_kernels()\n"
+            "assert 'numba' in sys.modules\n"
+            "print(sorted(k for k in sys.modules if k.split('.')[0] == 'scipy'))\n"
+            "import scipy.linalg\n"
+            "print(scipy.linalg.__name__)\n")
+    cp = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.splitlines() == ["[]", "scipy.linalg"]
