@@ -27,7 +27,7 @@ demo: $(STAMP)
 	done
 
 test: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=15 tests
 
 # The benchmarks run on data/bench_corpus/: 1.1 GB of distinct real documents built from
 # Debian documentation packages (and one npm package); see scripts/build_bench_corpus.py.

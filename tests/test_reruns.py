@@ -500,3 +500,33 @@ def test_clean_rerun_links_the_units_whose_rows_do_not_change(first, tmp_path):
     (d / "cleaned" / victim).write_bytes(bytes(raw))
     reused, _ = rerun_equals_fresh("--max-char-run", str(top - 1))
     assert not reused[victim] and sum(reused.values()) == len(reused) - 1
+
+
+USER_RULE = ROOT / "docs" / "examples" / "line_ends_rule.py"
+
+
+def _kept(out: Path) -> dict[str, bytes]:
+    """Every file of the output but the report and the manifest: the shards and the kept
+    signals, each rule's own."""
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and p.parent.name != "report" and p.name != "manifest.json"}
+
+
+@pytest.mark.parametrize("rules,flag,value", [
+    ("tutorial,gopher_quality", "--gopher-min-words", "120"),
+    ("tutorial,USER", "--min-line-ends", "0.5")], ids=["pack rule", "user rule"])
+def test_rule_threshold_rerun_equals_a_fresh_run(first, tmp_path, rules, flag, value):
+    """A pack rule's and a user rule's threshold: the rerun measures nothing and gives the
+    bytes of a fresh run with the new threshold."""
+    rules = rules.replace("USER", str(USER_RULE))
+    d = _copy(first, tmp_path)
+    _clean(d / "raw", d / "cleaned", "--rules", rules)        # adds the rule's signals
+    before = json.loads((d / "cleaned" / "manifest.json").read_text())["counts"]
+    cp = _clean(d / "raw", d / "cleaned", "--rules", rules, flag, value)
+    m = json.loads((d / "cleaned" / "manifest.json").read_text())
+    assert m["signals"]["measured"] == {} and m["signals"]["lid_calls_made"] == 0
+    assert m["counts"] != before                              # the threshold moved documents
+    _clean(d / "raw", tmp_path / "fresh", "--rules", rules, flag, value)
+    assert _kept(d / "cleaned") == _kept(tmp_path / "fresh")
+    assert _report(d / "cleaned") == _report(tmp_path / "fresh")
+    assert "Traceback" not in cp.stderr
