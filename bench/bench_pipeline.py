@@ -126,6 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     cores = default_workers()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
+        # untimed warm-up on 10 MB (enough text for a 32k vocabulary): numba's on-disk
+        # cache is filled once per checkout (the first run of a fresh checkout compiles
+        # the kernels); its CPU is printed apart
+        corpus_prefix(Path(a.corpus), 0.01, tmp / "warm_input")
+        warm = ours(tmp / "warm_data", tmp / "warm_input", cores)
         got = corpus_prefix(Path(a.corpus), a.mb / 1000, tmp / "input")
         ours_ = ours(tmp / "data", tmp / "input", cores)
         os.environ["RAYON_NUM_THREADS"] = str(cores)
@@ -144,9 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     print(table(["stage", "ours CPU s", "anchors CPU s", "anchors / ours"], rows))
     print(f"wall: ours {sum(v['wall_s'] for v in ours_.values()):.1f} s, anchors "
           f"{sum(v['wall_s'] for v in anch.values()):.1f} s")
+    print(f"untimed warm-up before (ours on 10 MB): {sum(v['cpu_s'] for v in warm.values()):.1f} "
+          "CPU s (" + ", ".join(f"{s} {v['cpu_s']:.1f}" for s, v in warm.items()) + ")")
     if a.json:
         Path(a.json).write_text(json.dumps({"mb": got / 1e6, "cpu": cpu_model(),
-                                            "ours": ours_, "anchors": anch}, indent=1))
+                                            "ours": ours_, "anchors": anch, "warm_up": warm}, indent=1))
     return 0
 
 
