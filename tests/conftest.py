@@ -70,6 +70,13 @@ def snapshot(folder: Path) -> dict[str, tuple[int, bytes]]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def data_files(out: Path) -> dict[str, bytes]:
+    """Every file of a stage's output but its report and manifest (the shards, and the
+    kept signals or signatures): what a rerun must give byte for byte."""
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
+            if p.is_file() and p.parent.name != "report" and p.name != "manifest.json"}
+
+
 @pytest.fixture(scope="session")
 def sample_layout(tmp_path_factory) -> Path:
     """A data/ folder holding data/raw/ made from the bundled sample (read-only for tests)."""

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import ROOT, run_script
+from conftest import ROOT, data_files, run_script
 from pipeline.manifest import check_input
 
 # every threshold flag of clean.py, lowered and raised from its default
@@ -505,13 +505,6 @@ def test_clean_rerun_links_the_units_whose_rows_do_not_change(first, tmp_path):
 USER_RULE = ROOT / "docs" / "examples" / "line_ends_rule.py"
 
 
-def _kept(out: Path) -> dict[str, bytes]:
-    """Every file of the output but the report and the manifest: the shards and the kept
-    signals, each rule's own."""
-    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
-            if p.is_file() and p.parent.name != "report" and p.name != "manifest.json"}
-
-
 @pytest.mark.parametrize("rules,flag,value", [
     ("tutorial,gopher_quality", "--gopher-min-words", "120"),
     ("tutorial,USER", "--min-line-ends", "0.5")], ids=["pack rule", "user rule"])
@@ -527,6 +520,6 @@ def test_rule_threshold_rerun_equals_a_fresh_run(first, tmp_path, rules, flag, v
     assert m["signals"]["measured"] == {} and m["signals"]["lid_calls_made"] == 0
     assert m["counts"] != before                              # the threshold moved documents
     _clean(d / "raw", tmp_path / "fresh", "--rules", rules, flag, value)
-    assert _kept(d / "cleaned") == _kept(tmp_path / "fresh")
+    assert data_files(d / "cleaned") == data_files(tmp_path / "fresh")
     assert _report(d / "cleaned") == _report(tmp_path / "fresh")
     assert "Traceback" not in cp.stderr

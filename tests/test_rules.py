@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import ROOT, SAMPLE, run_script
+from conftest import ROOT, SAMPLE, data_files, run_script
 
 USER_RULE = ROOT / "docs" / "examples" / "line_ends_rule.py"
 
@@ -31,12 +31,6 @@ def clean(raw: Path, out: Path, *flags, check=True):
 
 def manifest(out: Path) -> dict:
     return json.loads((out / "manifest.json").read_text())
-
-
-def data_files(out: Path) -> dict[str, bytes]:
-    """The output shards and the kept signals: what a rerun must give byte for byte."""
-    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
-            if p.is_file() and p.parent.name != "report" and p.name != "manifest.json"}
 
 
 def test_the_example_rule_is_a_file_of_about_15_lines():
