@@ -210,8 +210,9 @@ class Stage:
 
     def looks_current(self, args: argparse.Namespace) -> bool:
         """Whether the output in place already is what this run would write (a stage that
-        then does nothing needs no pool): a hint only, taken before the locks; the run
-        decides again under them (StageRun.current)."""
+        then does nothing needs no pool): a hint only, taken before the locks and without
+        reading the files (their sizes only); the run decides again under the locks, with
+        the digests (StageRun.current)."""
         if not self.reuse_current or getattr(args, "force", False) or self.reads is None:
             return False
         try:
@@ -222,7 +223,7 @@ class Stage:
         except Exception:   # noqa: BLE001 - any doubt: not current (the run will say why)
             return False
         manifest = Path(args.output) / self.manifest_name
-        return current_manifest(manifest, self.name, config, fp, extra) is not None
+        return current_manifest(manifest, self.name, config, fp, extra, digests=False) is not None
 
     # -- 2. the input -----------------------------------------------------------------
     def open_input(self, args: argparse.Namespace) -> tuple[list[Path], list[Unit]]:

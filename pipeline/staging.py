@@ -43,7 +43,8 @@ def config_key(stage: str, config: dict, input_fingerprint: str | None) -> str:
 
 
 def current_manifest(manifest_file: Path, stage: str, config: dict,
-                     input_fingerprint: str | None, extra_fingerprints: dict) -> dict | None:
+                     input_fingerprint: str | None, extra_fingerprints: dict,
+                     digests: bool = True) -> dict | None:
     """The manifest of an output in place, if a run of `stage` with this config and these
     input fingerprints would write the same bytes; else None.
 
@@ -51,7 +52,8 @@ def current_manifest(manifest_file: Path, stage: str, config: dict,
     run's stage, manifest version, config and input fingerprints (the upstream chain
     is checked already), and every file it lists still has its recorded size and
     xxh3-128 digest. Anything else (no manifest, an unreadable one, a file changed,
-    truncated or missing) means the stage runs."""
+    truncated or missing) means the stage runs. digests=False checks the files' sizes
+    only: a cheap hint, for a caller that checks again with digests later."""
     output = Path(manifest_file).parent
     try:
         m = json.loads(Path(manifest_file).read_text(encoding="utf-8"))
@@ -63,7 +65,11 @@ def current_manifest(manifest_file: Path, stage: str, config: dict,
                 != extra_fingerprints
                 or m.get("output_fingerprint") != fingerprint(files, stage)):
             return None
-        if not all(matches_record(output / f["name"], f) for f in files):
+        if digests and not all(matches_record(output / f["name"], f) for f in files):
+            return None
+        if not digests and not all((output / f["name"]).is_file()
+                                   and (output / f["name"]).stat().st_size == f["size"]
+                                   for f in files):
             return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None

@@ -523,3 +523,27 @@ def test_rule_threshold_rerun_equals_a_fresh_run(first, tmp_path, rules, flag, v
     assert data_files(d / "cleaned") == data_files(tmp_path / "fresh")
     assert _report(d / "cleaned") == _report(tmp_path / "fresh")
     assert "Traceback" not in cp.stderr
+
+
+def test_current_manifest_checks_digests_and_the_early_hint_sizes_only(first, tmp_path):
+    """pipeline/staging.current_manifest: an output whose file changed in place is not
+    current; the hint the stage takes before its locks (digests=False) reads no file, so
+    it sees only a change of size."""
+    from pipeline.staging import current_manifest
+
+    d = _copy(first, tmp_path)
+    mf = d / "cleaned" / "manifest.json"
+    m = json.loads(mf.read_text())
+    args = (mf, m["stage"], m["config"], m["input"]["fingerprint"],
+            {k: v["fingerprint"] for k, v in (m.get("extra_inputs") or {}).items()})
+    assert current_manifest(*args) == m and current_manifest(*args, digests=False) == m
+    shard = d / "cleaned" / m["files"][0]["name"]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF                      # same size, other bytes
+    shard.write_bytes(bytes(data))
+    assert current_manifest(*args) is None
+    assert current_manifest(*args, digests=False) == m
+    shard.write_bytes(bytes(data) + b"x")             # another size
+    assert current_manifest(*args, digests=False) is None
+    assert current_manifest(*args[:2], {**m["config"], "min_chars": -1}, *args[3:],
+                            digests=False) is None
