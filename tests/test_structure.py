@@ -130,11 +130,16 @@ def test_the_readmes_map_of_the_tutorial_names_code_that_exists():
 
 
 def test_numba_is_imported_without_scipy_and_scipy_still_imports_after():
-    """algorithms/jit.py: numba's BLAS probe (scipy.linalg, 0.2 s a process) is skipped;
+    """algorithms/jit.py: numba's BLAS probe (scipy.linalg, 0.2 s a process, made when a
+    process first loads a kernel) is skipped;
     scipy is not left broken for code that imports it later."""
     code = ("import sys\n"
+            "import numpy as np\n"
             "import algorithms.cleaning_fast, algorithms.minhash_fast as m\n"
+            "import algorithms.packing_fast as pf\n"
             "m.compile_kernels()\n"
+            # a kernel whose loading makes numba import numba.np.arraymath (the probe)
+            "pf.merge_table(np.array([[1, 2]], np.int64))\n"
             "assert 'numba' in sys.modules\n"
             "print(sorted(k for k in sys.modules if k.split('.')[0] == 'scipy'))\n"
             "import scipy.linalg\n"
