@@ -2,12 +2,11 @@
 
 numba checks whether `np.dot` can call BLAS by importing scipy.linalg, which takes about
 0.2-0.3 s of CPU; the check runs when numba.np.arraymath is imported, which numba does
-on the first kernel a process compiles or loads from its cache. No kernel here does linear algebra, and
-every process that runs kernels (each stage's driver and each worker) pays it once, so
-the probe is made to fail fast: scipy is hidden while numba and numba.np.arraymath are
-imported and visible
-again right after (a later `import scipy` works as usual). Kernels that do use `np.dot`
-would get numba's loop instead of BLAS.
+on the first kernel a process compiles or loads from its cache. No kernel here does
+linear algebra, and every process that runs kernels (each stage's driver and each
+worker) pays it once, so the probe is made to fail fast: scipy is hidden while numba and
+numba.np.arraymath are imported and visible again right after (a later `import scipy`
+works as usual). Kernels that do use `np.dot` would get numba's loop instead of BLAS.
 """
 
 from __future__ import annotations
