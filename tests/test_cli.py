@@ -103,10 +103,34 @@ def test_bench_scale_targets_flag_a_missed_target():
         return {"gb": gb, "bytes": gb * 1e9,
                 "stages": [{"stage": st, "phases": {n: {"core_use": u} for n, u in ph}}
                            for st, ph in phases.items()]}
-    rows = {r[0]: r for r in check_targets([run(0.25, 0.75), run(1, 0.95)], 95.0)}
+    rows = {r[0]: r for r in check_targets([run(0.25, 0.75), run(1, 0.95)], 46.0, 11.0)}
     assert rows["clean clean: core use"][1:] == ["0.75 (at 0.25 GB)", ">= 0.80", "MISSED"]
     assert rows["dedup_exact hash: core use"][-1] == "ok"
-    assert rows["sample-10BT projected on 2 cores"][-1] == "MISSED"
-    rows = {r[0]: r for r in check_targets([run(0.1, 0.1), run(0.5, 0.85)], 45.0)}
+    assert rows["sample-10BT projected on 2 cores"][1:] == ["46.0 min", "<= 45 min", "MISSED"]
+    assert rows["sample-10BT projected on 64 cores"][1:] == ["11.0 min", "<= 12 min", "ok"]
+    rows = {r[0]: r for r in check_targets([run(0.1, 0.1), run(0.5, 0.85)], 45.0, 12.5)}
     assert rows["clean clean: core use"][1:] == ["0.85 (at 0.5 GB)", ">= 0.80", "ok"]
     assert rows["sample-10BT projected on 2 cores"][-1] == "ok"
+    assert rows["sample-10BT projected on 64 cores"][-1] == "MISSED"
+
+
+def test_bench_scale_projection_splits_fixed_costs():
+    """project(): with a smaller run, serial seconds and task CPU are each a fixed part
+    plus a part per byte (the line through both runs); without one, or when the noise
+    gives a negative slope or fixed part, everything scales per byte."""
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, str(ROOT / "bench"))
+    from scale import project
+
+    def run(wall, par_wall, par_cpu, use=1.0):
+        return {"stage": "clean", "wall_s": wall,
+                "phases": {"clean": {"wall_s": par_wall, "task_cpu_s": par_cpu, "core_use": use}}}
+    big, small = run(4.0, 2.0, 4.0), run(2.5, 1.0, 2.2)   # at 1 GB and 0.5 GB
+    # serial 2.0 s = 1.0 fixed + 1.0 s/GB; task CPU 4.0 = 0.4 fixed + 3.6 s/GB
+    want = (1.0 + 1.0 * 10 + (0.4 + 3.6 * 10) / 2) / 60
+    assert abs(project(big, 1e9, 2, 10e9, small=small, small_size=0.5e9) - want) < 1e-9
+    assert abs(project(big, 1e9, 2, 10e9) - (2.0 * 10 + 4.0 * 10 / 2) / 60) < 1e-9
+    # a smaller run that took longer (noise): no negative slope, all per byte
+    assert project(big, 1e9, 2, 10e9, small=run(5.0, 2.5, 5.0), small_size=0.5e9) == \
+        project(big, 1e9, 2, 10e9)
