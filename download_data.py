@@ -8,7 +8,9 @@
 Whatever the source, the output is the same: data/raw/ holds many parquet shards of
 bounded size (100k rows or 256 MB, whichever comes first) with the columns `id`, `text`,
 `source` and any metadata columns the source has. Later stages parallelise by shard, so
-one giant file would leave all but one core idle.
+one giant file would leave all but one core idle. The conversion itself runs on the
+executor (--workers), one task per hub file or per group of local files of at least
+1/16 of --shard-bytes on disk; the shards do not depend on --workers.
 
 Hub datasets are fetched with huggingface_hub, file by file, straight from the published
 parquet files (HF_ENDPOINT selects a mirror, as section 1.1 does). Every file comes from
@@ -35,63 +37,102 @@ from pipeline.errors import StageError, run_stage
 from pipeline.hub import HUB, fetch_hub_file, held_already, hub_endpoint, list_hub_files
 from pipeline.manifest import read_manifest, write_json
 from pipeline.shards import open_shard
-from pipeline.sources import (BAD_RECORDS_IN_MANIFEST, Meter, Skips, expand_inputs,
-                              read_sources, write_shards)
+from pipeline.sources import (BAD_RECORDS_IN_MANIFEST, Meter, Skips, common_metadata,
+                              expand_inputs, read_sources, write_shards)
 from pipeline.stage import Output, Run, Stage
 from pipeline.tables import human_bytes, table
+
+
+# A task converts a unit of local files holding at least 1/16 of --shard-bytes on disk
+# (16 MB by default): a file of that size or more is a unit of its own, so a corpus of
+# many files keeps every core busy, while many small files are cut into shards of tens
+# of MB of text together (parquet and gzipped JSON lines hold text at 2 to 4 times their
+# size). A hub dataset's unit is one file of it.
+UNIT_PER_SHARD = 16
 
 
 # --------------------------------------------------------------------------------------
 # 1.1: fetch each file of the dataset (or take the local ones) and re-shard it.
 # --------------------------------------------------------------------------------------
 
-def convert_units(units: list[tuple[str, list[Path] | None]], staging: Path, args,
-                  skips: Skips, fetch=None, root: Path | None = None) -> list[dict]:
-    """Convert each unit (a list of files, or a hub file name to fetch) into shards.
+def group_files(files: list[Path], unit_bytes: int) -> list[list[Path]]:
+    """Consecutive local files in units of at least `unit_bytes` on disk (the last may
+    hold less): one task each. A unit's shards are cut from its files as one stream, so
+    many small files still make full shards; the grouping follows the files' sizes
+    only, so the output does not depend on --workers."""
+    units, cur, size = [], [], 0
+    for f in files:
+        cur.append(f)
+        size += f.stat().st_size
+        if size >= unit_bytes:
+            units.append(cur)
+            cur, size = [], 0
+    if cur:
+        units.append(cur)
+    return units
 
-    A unit's shards, its skip counts and its bad records are recorded in `_done/` in the
-    staging folder, so a rerun after an interruption skips finished units.
-    """
-    done_dir = staging / "_done"
-    done_dir.mkdir(exist_ok=True)
-    records: list[dict] = []
-    known = [f for _, files in units for f in (files or [])]
-    meter = Meter(sum(f.stat().st_size for f in known) if len(known) else None)
+
+def convert_task(rank: int, world_size: int, units: list, staging: str, opts: dict) -> None:
+    """Task `rank`: convert unit `rank` (local files, or a hub file fetched here) into
+    shards part-RANK-*.parquet, recorded with its skip counts and bad records in
+    `_done/unit-RANK.json`; a unit already recorded is skipped (a rerun after an
+    interruption resumes)."""
+    name, files = units[rank]
+    marker = Path(staging) / "_done" / f"unit-{rank:05d}.json"
+    if marker.exists():
+        return
+    if files is None:
+        local = [fetch_hub_file(HUB[opts["dataset"]], opts["commit"], name,
+                                Path(opts["download_dir"]))]
+    else:
+        local = [Path(f) for f in files]
+    # one task in the driver's process: the byte-level progress bar of the old serial loop
+    meter = Meter(sum(f.stat().st_size for f in local)) if world_size == 1 and files else None
+    skips = Skips(opts["on_bad_record"])
     try:
-        for i, (name, files) in enumerate(units):
-            marker = done_dir / f"unit-{i:05d}.json"
-            if marker.exists():
-                done = json.loads(marker.read_text())
-                for f in files or []:
-                    meter.file_done(f.stat().st_size)
-            else:
-                local = files if files is not None else [fetch(name)]
-                unit_skips = Skips(args.on_bad_record)
-                recs = write_shards(read_sources(local, unit_skips, args.txt_delimiter, root,
-                                                 meter),
-                                    staging, f"part-{i:05d}", args.shard_rows, args.shard_bytes)
-                done = {"unit": name, "files": recs, "skipped": unit_skips.counts,
-                        "bad_records": unit_skips.bad_records}
-                write_json(marker, done)
-                if files is None and not args.keep_downloads:
-                    for f in local:
-                        f.unlink(missing_ok=True)
-            records += done["files"]
-            skips.merge(done)
+        recs = write_shards(read_sources(local, skips, opts["txt_delimiter"],
+                                         Path(opts["root"]) if opts["root"] else None, meter,
+                                         keep=opts["keep"]),
+                            Path(staging), f"part-{rank:05d}", opts["shard_rows"],
+                            opts["shard_bytes"])
     finally:
-        meter.close()
+        if meter:
+            meter.close()
+    write_json(marker, {"unit": name, "files": recs, "skipped": skips.counts,
+                        "bad_records": skips.bad_records})
+    if files is None and not opts["keep_downloads"]:
+        for f in local:
+            f.unlink(missing_ok=True)
+
+
+def convert_units(run: Run, units: list[tuple[str, list[Path] | None]], skips: Skips) -> list[dict]:
+    """Convert every unit into shards, one task per unit on the executor; the shards and
+    skip counts of all units, in unit order."""
+    args, src = run.args, run.source
+    done_dir = run.staging / "_done"
+    done_dir.mkdir(exist_ok=True)
+    opts = {"dataset": src["dataset"], "commit": src["commit"],
+            "download_dir": str(Path(args.download_dir) / (src["dataset"] or "local")),
+            "root": str(src["root"]) if src["root"] else None, "keep": src.get("keep"),
+            "on_bad_record": args.on_bad_record, "txt_delimiter": args.txt_delimiter,
+            "shard_rows": args.shard_rows, "shard_bytes": args.shard_bytes,
+            "keep_downloads": args.keep_downloads}
+    plain = [(name, [str(f) for f in files] if files is not None else None)
+             for name, files in units]
+    run.parallel("download_and_shard", convert_task, tasks=len(units), sized=False,
+                 units=plain, staging=str(run.staging), opts=opts)
+    records: list[dict] = []
+    for i in range(len(units)):
+        done = json.loads((done_dir / f"unit-{i:05d}.json").read_text())
+        records += done["files"]
+        skips.merge(done)
     return records
 
 
 def run(run: Run) -> Output:
     args, src = run.args, run.source
     skips = Skips(args.on_bad_record)
-    with run.phase("download_and_shard"):
-        dl = Path(args.download_dir) / (src["dataset"] or "local")
-        fetch = ((lambda name: fetch_hub_file(HUB[src["dataset"]], src["commit"], name, dl))
-                 if src["dataset"] in HUB else None)
-        records = convert_units(src["units"], run.staging, args, skips, fetch=fetch,
-                                root=src["root"])
+    records = convert_units(run, src["units"], skips)
     rows = sum(r["rows"] for r in records)
     desc = src["config"]["source"]
     if rows == 0:
@@ -190,7 +231,7 @@ def config(run: Run) -> dict:
     flags: when the output in place was made from them, there is nothing to do."""
     args = run.args
     dataset, out, root = args.dataset, Path(args.output), None
-    commit = None
+    commit, keep = None, None
     if dataset in HUB:
         ds = HUB[dataset]
         try:
@@ -208,7 +249,8 @@ def config(run: Run) -> dict:
             raise StageError(f"{layout.SAMPLE} not found: run from the repository root")
         files = expand_inputs(spec)
         root = Path(os.path.commonpath([f.parent for f in files]))
-        units = [(spec, files)]
+        units = [(spec, g) for g in group_files(files, args.shard_bytes // UNIT_PER_SHARD)]
+        keep = common_metadata(files)
         source_desc = {"local": spec, "files": [
             {"path": str(f.relative_to(root)), "size": f.stat().st_size,
              "mtime_ns": f.stat().st_mtime_ns} for f in files]}
@@ -216,7 +258,7 @@ def config(run: Run) -> dict:
            "shard_bytes": args.shard_bytes, "txt_delimiter": args.txt_delimiter,
            "on_bad_record": args.on_bad_record}
     run.source = {"dataset": dataset, "commit": commit, "units": units, "root": root,
-                  "config": cfg}
+                  "config": cfg, "keep": keep}
     return cfg
 
 

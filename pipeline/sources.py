@@ -250,8 +250,12 @@ def common_metadata(paths: list[Path]) -> list[str]:
 
 
 def read_sources(paths: list[Path], skips: Skips, txt_delimiter: str | None = None,
-                 root: Path | None = None, meter: Meter | None = None) -> Iterator[pa.Table]:
-    keep = common_metadata(paths)
+                 root: Path | None = None, meter: Meter | None = None,
+                 keep: list[str] | None = None) -> Iterator[pa.Table]:
+    """The documents of `paths` as tables (id, text, source and the metadata columns
+    `keep`, by default those every parquet file of `paths` has)."""
+    if keep is None:
+        keep = common_metadata(paths)
     for p in paths:
         source = str(p.relative_to(root)) if root and p.is_relative_to(root) else p.name
         if p.suffix == ".parquet":

@@ -357,3 +357,52 @@ def test_on_bad_record_skip_counts_names_and_keeps_the_rest(tmp_path):
     lines = (out / "report" / "bad_records.jsonl").read_text().splitlines()
     assert [json.loads(x) for x in lines] == m["bad_records"]
     assert "skipped bad record:" in cp.stdout and "bad_records.jsonl" in cp.stdout
+
+
+def test_many_local_files_convert_in_parallel_tasks_to_the_same_shards(tmp_path):
+    """Local files of at least 1/16 of --shard-bytes each are units of their own, converted
+    by parallel tasks: the shards are the same bytes with 1 and 2 workers, every document
+    is there in file order, smaller files share a unit; a bad record in a later unit
+    stops the run with one line naming its file (error), or is counted with the others in
+    unit order (skip)."""
+    src = tmp_path / "in"
+    src.mkdir()
+    texts = []
+    for k in range(4):   # four parquet files, each well over 1/16 of --shard-bytes
+        t = [f"{PROSE} file {k} doc {i} " + "x" * (i % 50) for i in range(300)]
+        texts += t
+        pq.write_table(pa.table({"id": [f"f{k}-{i}" for i in range(300)], "text": t}),
+                       src / f"part-{k}.parquet")
+    for k in range(3):   # three small JSON-lines files: one unit together
+        with open(src / f"small-{k}.jsonl", "w", encoding="utf-8") as f:
+            f.write(json.dumps({"text": f"small file {k} {PROSE}"}) + "\n")
+    texts += [f"small file {k} {PROSE}" for k in range(3)]
+    sizes = [(src / f"part-{k}.parquet").stat().st_size for k in range(4)]
+    shard_bytes = 16 * min(sizes)
+
+    def run(out, workers, *flags, check=True):
+        return run_script("download_data.py", "--input", src, "--output", out,
+                          "--shard-bytes", shard_bytes, "--workers", workers, *flags, check=check)
+
+    run(tmp_path / "one", 1)
+    run(tmp_path / "two", 2)
+    assert _shard_bytes(tmp_path / "one") == _shard_bytes(tmp_path / "two")
+    names = sorted(_shard_bytes(tmp_path / "two"))
+    assert [n.split("-")[1] for n in names] == ["00000", "00001", "00002", "00003", "00004"]
+    assert _raw_texts(tmp_path / "two") == texts
+    m = read_manifest(tmp_path / "two" / "manifest.json")
+    assert m["counts"]["rows"] == len(texts)
+    assert m["resources"]["phases"]["download_and_shard"]["tasks"] == 5
+
+    # a bad record in the third unit
+    bad = pa.array([b"fine", b"bad \xff bytes"], pa.binary()).view(pa.string())
+    pq.write_table(pa.table({"id": ["b0", "b1"], "text": bad}), src / "part-2.parquet")
+    cp = run(tmp_path / "bad", 2, check=False)
+    assert cp.returncode == 2 and "Traceback" not in cp.stderr
+    assert "part-2.parquet:1" in cp.stderr and "invalid UTF-8" in cp.stderr
+    assert not (tmp_path / "bad").exists()
+    run(tmp_path / "skip", 2, "--on-bad-record", "skip")
+    m = read_manifest(tmp_path / "skip" / "manifest.json")
+    assert m["counts"]["skipped"] == {"invalid UTF-8": 1}
+    assert [(Path(r["file"]).name, r["where"]) for r in m["bad_records"]] == [("part-2.parquet", "row 1")]
+    assert "fine" in _raw_texts(tmp_path / "skip")
