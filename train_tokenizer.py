@@ -11,8 +11,9 @@ every id fits in uint16 (4.6). The special tokens of 4.8 take ids 0-10 and count
 the 32000: <|endoftext|>, <|im_start|>, <|im_end|>, <|reserved_0|> ... <|reserved_7|>.
 
 Training (4.7 steps 3 and 4) runs HF tokenizers' BpeTrainer's algorithm compiled
-(algorithms/bpe_trainer.py: train_fast, the default): word counting on --workers threads
-and BpeTrainer's merge loop, ties broken as BpeTrainer breaks them, so tokenizer.json is
+(algorithms/bpe_trainer.py: train_words, the default): the sample's tasks count its
+words as they draw it (on every core, or every node of a cluster), then BpeTrainer's
+merge loop runs on them, ties broken as BpeTrainer breaks them, so tokenizer.json is
 byte for byte the one BpeTrainer writes (tested), 3.7 to 10 times faster.
 `--trainer hf` runs BpeTrainer itself, as 4.7 does, for a reader comparing the two.
 
@@ -120,7 +121,8 @@ def run(run: Run) -> Output:
         total, args.sample_ratio, args.min_bytes, args.max_bytes, args.heldout_bytes)
     run.parallel("sample", tokenizer_sample.sample_unit, units=run.unit_dicts(), staging=str(run.staging),
                  heldout_share=heldout_target / total, train_share=sample_target / total,
-                 seed=args.seed, max_doc_chars=args.max_doc_chars)
+                 seed=args.seed, max_doc_chars=args.max_doc_chars,
+                 count_words=args.trainer == "fast")
     tasks = len(run.units)
     results = run.results("sample")
     s = {k: sum(r[k] for r in results) for k in results[0]} if results else {}
@@ -138,9 +140,13 @@ def run(run: Run) -> Output:
 
     with run.phase("train"):                                   # 4.7 steps 3 and 4
         t = time.time()
-        trainer = bpe_trainer.train_fast if args.trainer == "fast" else bpe_trainer.train_hf
-        tok = trainer(tokenizer_sample.iter_sample(run.staging, tasks), args.vocab_size, args.min_frequency,
-                      SPECIAL_TOKENS, args.workers)
+        if args.trainer == "fast":   # the words, counted by the sample's tasks
+            tok = bpe_trainer.train_words(tokenizer_sample.read_words(run.staging, tasks),
+                                          args.vocab_size, args.min_frequency, SPECIAL_TOKENS)
+        else:
+            tok = bpe_trainer.train_hf(tokenizer_sample.iter_sample(run.staging, tasks),
+                                       args.vocab_size, args.min_frequency, SPECIAL_TOKENS,
+                                       args.workers)
         train_secs = time.time() - t
         peak_mb = peak_rss_mb()   # this process's peak so far: training's, in practice
     heldout = tokenizer_sample.read_heldout(run.staging, tasks)

@@ -104,6 +104,8 @@ KEY_BITS = 21                 # a pair key is (left << KEY_BITS) | right
 KEY_MASK = (1 << KEY_BITS) - 1
 # columns of the per-pair table
 P_KEY, P_COUNT, P_START, P_LEN, P_LAST = range(5)
+# columns of the per-position table
+SYM, NXT, PRV, CNT = range(4)
 
 
 @njit(cache=True, inline="always")
@@ -212,10 +214,11 @@ def _sift(heap, n, i):
 
 
 @njit(cache=True)
-def _train_merges(sym, wstart, wlen, wcount, n_merges, min_frequency):
+def _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges, min_frequency):
     """BpeTrainer's merge loop (tokenizers' bpe/trainer.rs, do_train) over words held as
-    symbol ids in sym[wstart[w]:wstart[w] + wlen[w]], each seen wcount[w] times; symbols
-    0..255 are the bytes in BpeTrainer's id order, merge k makes symbol 256 + k.
+    bytes in wbuf[wstart[w]:wstart[w] + wlen[w]], each seen wcount[w] times; byte v is
+    symbol rank[v] (symbols 0..255 are the bytes in BpeTrainer's id order), merge k makes
+    symbol 256 + k.
 
     As BpeTrainer: pairs are counted with overlaps; a heap holds (count, pair), refreshed
     lazily, the higher count first and the smaller pair on ties; merging a pair changes
@@ -226,29 +229,33 @@ def _train_merges(sym, wstart, wlen, wcount, n_merges, min_frequency):
     occurs, in order (a word's symbols are linked, a merged-away symbol is -1); a pair
     holds the newest of its two symbols, so all its positions appear in one merge. A
     position whose pair has changed since is skipped. Returns (pairs, counts)."""
-    n_sym = len(sym)
-    nxt = np.empty(n_sym, np.int32)     # next symbol of the same word, -1 at its end
-    prv = np.empty(n_sym, np.int32)     # previous one, -1 at its start
-    cnt = np.empty(n_sym, np.int32)     # the count of the word the position is in
+    n_sym = len(wbuf)
+    # one row per position, its four fields side by side (one cache line holds four
+    # positions; a merge visits positions all over the sample): the symbol (-1 once
+    # merged away), the next and previous positions of its word (-1 at the ends), and
+    # the count of its word
+    node = np.empty((n_sym, 4), np.int32)
     for w in range(len(wlen)):
         s, m = wstart[w], wlen[w]
         for i in range(s, s + m):
-            nxt[i] = i + 1 if i + 1 < s + m else -1
-            prv[i] = i - 1 if i > s else -1
-            cnt[i] = wcount[w]
+            node[i, SYM] = rank[wbuf[i]]
+            node[i, NXT] = i + 1 if i + 1 < s + m else -1
+            node[i, PRV] = i - 1 if i > s else -1
+            node[i, CNT] = wcount[w]
     table = np.full((1 << 16, 2), -1, np.int64)
     pairs = np.zeros((1 << 14, 5), np.int64)
     n_pairs = 0
     at = np.full(n_sym, -1, np.int32)   # the pair starting at each position
     byte_pair = np.full(1 << 16, -1, np.int64)   # the pairs of two bytes, by a * 256 + b
     for i in range(n_sym):
-        if nxt[i] != -1:
-            d = sym[i] * 256 + sym[i + 1]
+        if node[i, NXT] != -1:
+            d = node[i, SYM] * 256 + node[i + 1, SYM]
             p = byte_pair[d]
             if p < 0:
-                table, pairs, n_pairs, p = _pair(table, pairs, n_pairs, _key(sym[i], sym[i + 1]))
+                table, pairs, n_pairs, p = _pair(table, pairs, n_pairs,
+                                                 _key(node[i, SYM], node[i + 1, SYM]))
                 byte_pair[d] = p
-            pairs[p, P_COUNT] += cnt[i]
+            pairs[p, P_COUNT] += node[i, CNT]
             pairs[p, P_LEN] += 1
             at[i] = p
     # each pair's positions, in order, side by side in one pool
@@ -310,15 +317,15 @@ def _train_merges(sym, wstart, wlen, wcount, n_merges, min_frequency):
         n_ev = 0
         for e in range(pairs[p, P_START], pairs[p, P_START] + pairs[p, P_LEN]):
             i = pool[e]
-            if sym[i] != a:
+            if node[i, SYM] != a:
                 continue
-            j = nxt[i]
-            if j == -1 or sym[j] != b:
+            j = node[i, NXT]
+            if j == -1 or node[j, SYM] != b:
                 continue
-            c = np.int64(cnt[i])
-            h = prv[i]
+            c = np.int64(node[i, CNT])
+            h = node[i, PRV]
             if h != -1:   # (prev, a) -> (prev, new)
-                x = sym[h]
+                x = node[h, SYM]
                 if left_k[x] != k:
                     left_k[x] = k
                     left_old[x] = _find(table, _key(x, a))
@@ -331,9 +338,9 @@ def _train_merges(sym, wstart, wlen, wcount, n_merges, min_frequency):
                     events = _grow(events, n_ev + 1)
                 events[n_ev, 0], events[n_ev, 1] = q, h
                 n_ev += 1
-            g = nxt[j]
+            g = node[j, NXT]
             if g != -1:   # (b, next) -> (new, next)
-                y = sym[g]
+                y = node[g, SYM]
                 if right_k[y] != k:
                     right_k[y] = k
                     right_old[y] = _find(table, _key(b, y))
@@ -346,11 +353,11 @@ def _train_merges(sym, wstart, wlen, wcount, n_merges, min_frequency):
                     events = _grow(events, n_ev + 1)
                 events[n_ev, 0], events[n_ev, 1] = q, i
                 n_ev += 1
-            sym[i] = new
-            sym[j] = -1
-            nxt[i] = g
+            node[i, SYM] = new
+            node[j, SYM] = -1
+            node[i, NXT] = g
             if g != -1:
-                prv[g] = i
+                node[g, PRV] = i
         # the pairs formed by this merge: their positions (in order), then into the heap
         for e in range(n_ev):
             pairs[events[e, 0], P_LEN] += 1
@@ -443,25 +450,46 @@ def _unite(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
     return _dedupe(buf, starts, lengths, counts)
 
 
+class WordUnion:
+    """Word lists (bytes, lengths, counts) united as they come: the newer parts are
+    united with the oldest when they hold as many bytes as it does, so a word is copied
+    a few times at most and the parts never hold much more than their union."""
+
+    def __init__(self):
+        self.parts: list = []
+
+    def add(self, part) -> None:
+        self.parts.append(part)
+        if len(self.parts) > 1 and sum(len(p[0]) for p in self.parts[1:]) >= len(self.parts[0][0]):
+            self.parts[:] = [_unite(self.parts)]
+
+    def result(self):
+        if not self.parts:
+            return np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return _unite(self.parts)
+
+
+def words_of(buf: np.ndarray, offsets: np.ndarray):
+    """The distinct words of GPT-2's pattern in the UTF-8 documents
+    buf[offsets[d]:offsets[d + 1]]: (their bytes side by side, lengths, counts)."""
+    return _chunk_words(buf, offsets.astype(np.int64), codepoint_classes())
+
+
 def count_words(batches: Iterable[list[str]], threads: int | None = None):
     """The training words: (their bytes side by side, lengths, counts) of every distinct
     piece of GPT-2's pattern in the texts, counted in chunks of WORD_CHUNK bytes on
-    `threads` threads while the texts are read; chunks are united as they come, each
-    union at least doubling what it unites, so a word is copied a few times at most."""
+    `threads` threads while the texts are read, and united as they come (WordUnion)."""
     from collections import deque
     from concurrent.futures import ThreadPoolExecutor
 
     classes = codepoint_classes()
     threads = max(1, int(threads or os.cpu_count() or 1))
-    parts: list = []
+    union = WordUnion()
     running: deque = deque()
 
     def collect(block: bool) -> None:
         while running and (block or running[0].done() or len(running) > threads):
-            parts.append(running.popleft().result())
-            # unite when the newer parts hold as many bytes as the oldest one
-            if len(parts) > 1 and sum(len(p[0]) for p in parts[1:]) >= len(parts[0][0]):
-                parts[:] = [_unite(parts)]
+            union.add(running.popleft().result())
 
     with ThreadPoolExecutor(threads) as pool:
         raw: list[bytes] = []
@@ -484,29 +512,34 @@ def count_words(batches: Iterable[list[str]], threads: int | None = None):
         if raw:
             submit()
         collect(True)
-    if not parts:
-        return np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return _unite(parts)
+    return union.result()
 
 
 def train_fast(batches: Iterable[list[str]], vocab_size: int, min_frequency: int,
                special_tokens: list[str] = SPECIAL_TOKENS, threads: int | None = None):
-    """The default trainer: BpeTrainer's training, compiled (the same tokenizer.json): the words counted on `threads` threads
-    (count_words), BpeTrainer's merge loop (_train_merges), the HF artefact (to_hf)."""
+    """The default trainer: BpeTrainer's training, compiled (the same tokenizer.json): the
+    words counted on `threads` threads (count_words), then train_words."""
+    return train_words(count_words(batches, threads), vocab_size, min_frequency, special_tokens)
+
+
+def train_words(words, vocab_size: int, min_frequency: int,
+                special_tokens: list[str] = SPECIAL_TOKENS):
+    """BpeTrainer's training from the words already counted, (bytes side by side,
+    lengths, counts) in any order: its merge loop (_train_merges), then the HF artefact
+    (to_hf). train_tokenizer.py's sample tasks count the words as they draw the sample."""
     n_merges = vocab_size - 256 - len(special_tokens)
     if n_merges < 0:
         raise ValueError(f"vocab_size {vocab_size} below the 256 bytes and "
                          f"{len(special_tokens)} special tokens")
-    wbuf, wlen, wcount = count_words(batches, threads)
+    wbuf, wlen, wcount = words
+    del words
     order = np.array(hf_byte_order(), np.int64)      # symbol r < 256 is byte order[r]
     rank = np.empty(256, np.int32)
     rank[order] = np.arange(256, dtype=np.int32)
-    sym = rank[wbuf]
-    del wbuf
     wstart = np.zeros(len(wlen), np.int64)
     np.cumsum(wlen[:-1], out=wstart[1:])
-    merges, _ = _train_merges(sym, wstart, wlen, wcount, n_merges, max(int(min_frequency), 0))
-    del sym
+    merges, _ = _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges,
+                              max(int(min_frequency), 0))
     merges = np.where(merges < 256, order[np.minimum(merges, 255)], merges)  # byte values
     tokens = [bytes([b]) for b in range(256)]
     for a, b in merges.tolist():

@@ -495,6 +495,35 @@ def sampled_pieces(buf: np.ndarray, offsets: np.ndarray, rate_bits: int
     return h, n[first]
 
 
+@njit(cache=True)
+def _sampled_words(buf, lengths, below):
+    """(hash, byte length) of the words buf[...] (side by side, `lengths` bytes each)
+    whose hash is below `below`: _sampled_pieces's hash, over distinct words."""
+    hashes = np.empty(len(lengths), np.uint64)
+    out_len = np.empty(len(lengths), np.int64)
+    n = 0
+    p = 0
+    for w in range(len(lengths)):
+        q = p + lengths[w]
+        h = _mix(_hash_bytes(buf, p, q))
+        if h < below:
+            hashes[n] = h
+            out_len[n] = q - p
+            n += 1
+        p = q
+    return hashes[:n], out_len[:n]
+
+
+def sampled_words(buf: np.ndarray, lengths: np.ndarray, rate_bits: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """sampled_pieces from a list of distinct words (bytes side by side, their lengths)
+    instead of the documents they were cut from: the same hashes and lengths."""
+    below = np.uint64(min(1 << (64 - rate_bits), 2**64 - 1))
+    h, n = _sampled_words(buf, lengths.astype(np.int64), below)
+    h, first = np.unique(h, return_index=True)
+    return h, n[first]
+
+
 def bpe_tables(tok) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(the id of each byte, merges as (left id, right id) in rank order, the id each
     merge makes) of an HF byte-level BPE tokenizer; None when it is not one. Plain

@@ -139,9 +139,11 @@ def unite_pieces(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray
 
 def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
                 heldout_share: float, train_share: float, seed: int,
-                max_doc_chars: int) -> None:
-    """Task `rank`: write the held-out and training rows of unit `rank` into staging."""
-    from .packing_fast import sampled_pieces
+                max_doc_chars: int, count_words: bool = False) -> None:
+    """Task `rank`: write the held-out and training rows of unit `rank` into staging.
+    count_words: also count the training rows' words (the compiled trainer's input,
+    words-RANK.npz), read straight from the Arrow buffers."""
+    from .packing_fast import sampled_pieces, sampled_words
     from pipeline.progress import task_progress
     from pipeline.shards import id_hashes
     from pipeline.units import read_unit
@@ -154,6 +156,9 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
     train = _SampleSplit(out / f"train-{rank:05d}.parquet", pa.schema([("text", pa.string())]))
     prog = task_progress()
     pieces: list[tuple[np.ndarray, np.ndarray]] = []
+    if count_words:
+        from .bpe_trainer import WordUnion, words_of
+        words = WordUnion()
     docs_in = bytes_in = cropped = before_crop = chars = 0
     for batch in read_unit(units[rank], columns=["id", "text"]):
         col = fill_empty(batch.column(1))  # a null text is an empty document: never sampled
@@ -175,10 +180,17 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
         before_crop += int(lengths[t_idx].sum())
         chars += int(pc.sum(pc.utf8_length(t_text)).as_py() or 0)
         train.add(t_text, None, *script_counts(t_text))
-        pieces.append(sampled_pieces(*text_buffers(t_text), PIECE_SAMPLE_BITS))
+        if count_words:
+            words.add(words_of(*text_buffers(t_text)))
+        else:
+            pieces.append(sampled_pieces(*text_buffers(t_text), PIECE_SAMPLE_BITS))
         prog.add(len(lengths), int(lengths.sum()))
     held.writer.close()
     train.writer.close()
+    if count_words:
+        wbuf, wlen, wcount = words.result()
+        np.savez(out / f"words-{rank:05d}.npz", bytes=wbuf, lengths=wlen, counts=wcount)
+        pieces = [sampled_words(wbuf, wlen, PIECE_SAMPLE_BITS)]
     np.save(out / f"pieces-{rank:05d}.npy", np.stack(unite_pieces(pieces)))
     save_task_result(staging, "sample", rank, {
         "docs_in": docs_in,
@@ -225,6 +237,18 @@ def iter_sample(staging: Path, tasks: int, batch: int = BATCH):
         pf = open_shard(staging / SAMPLE_DIR / f"train-{rank:05d}.parquet", require=("text",))
         for b in pf.iter_batches(batch_size=batch, columns=["text"]):
             yield b.column(0).to_pylist()
+
+
+def read_words(staging: Path, tasks: int):
+    """The training sample's distinct words with their counts, united from the tasks'
+    words-RANK.npz (sample_unit with count_words)."""
+    from .bpe_trainer import WordUnion
+
+    union = WordUnion()
+    for rank in range(tasks):
+        with np.load(staging / SAMPLE_DIR / f"words-{rank:05d}.npz") as z:
+            union.add((z["bytes"], z["lengths"], z["counts"]))
+    return union.result()
 
 
 def read_heldout(staging: Path, tasks: int) -> pa.Table:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -113,11 +114,22 @@ def anchors(inputs: Path, work: Path, vocab: int = 32000) -> dict:
     return out
 
 
+def medians(runs: list[dict]) -> dict:
+    """Each stage's median CPU and wall seconds over several runs."""
+    import statistics
+
+    return {s: {k: round(statistics.median(r[s][k] for r in runs), 2) for k in ("cpu_s", "wall_s")}
+            for s in runs[0]}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--mb", type=float, default=50.0)
     p.add_argument("--corpus", default=str(CORPUS))
     p.add_argument("--json", default=None, help="also write the figures here")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs of each side, alternating (ours, anchors, ours, ...); each stage's "
+                        "median is reported, and every run's total")
     a = p.parse_args(argv)
     from scale import corpus_prefix
 
@@ -132,10 +144,15 @@ def main(argv: list[str] | None = None) -> int:
         corpus_prefix(Path(a.corpus), 0.01, tmp / "warm_input")
         warm = ours(tmp / "warm_data", tmp / "warm_input", cores)
         got = corpus_prefix(Path(a.corpus), a.mb / 1000, tmp / "input")
-        ours_ = ours(tmp / "data", tmp / "input", cores)
-        os.environ["RAYON_NUM_THREADS"] = str(cores)
-        (tmp / "anchors").mkdir()
-        anch = anchors(tmp / "input", tmp / "anchors")
+        runs_o, runs_a = [], []
+        for k in range(max(1, a.repeat)):
+            runs_o.append(ours(tmp / f"data{k}", tmp / "input", cores))
+            shutil.rmtree(tmp / f"data{k}", ignore_errors=True)
+            os.environ["RAYON_NUM_THREADS"] = str(cores)
+            (tmp / f"anchors{k}").mkdir()
+            runs_a.append(anchors(tmp / "input", tmp / f"anchors{k}"))
+            shutil.rmtree(tmp / f"anchors{k}", ignore_errors=True)
+    ours_, anch = medians(runs_o), medians(runs_a)
     rows = []
     for s in STAGES:
         rows.append([s, ours_[s]["cpu_s"], anch[s]["cpu_s"],
@@ -149,11 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     print(table(["stage", "ours CPU s", "anchors CPU s", "anchors / ours"], rows))
     print(f"wall: ours {sum(v['wall_s'] for v in ours_.values()):.1f} s, anchors "
           f"{sum(v['wall_s'] for v in anch.values()):.1f} s")
+    if len(runs_o) > 1:
+        def totals(runs):
+            return ", ".join(f"{sum(v['cpu_s'] for v in r.values()):.1f}" for r in runs)
+        print(f"medians of {len(runs_o)} runs a side, alternating; each run's total CPU s: "
+              f"ours {totals(runs_o)}; anchors {totals(runs_a)}")
     print(f"untimed warm-up before (ours on 10 MB): {sum(v['cpu_s'] for v in warm.values()):.1f} "
           "CPU s (" + ", ".join(f"{s} {v['cpu_s']:.1f}" for s, v in warm.items()) + ")")
     if a.json:
         Path(a.json).write_text(json.dumps({"mb": got / 1e6, "cpu": cpu_model(),
-                                            "ours": ours_, "anchors": anch, "warm_up": warm}, indent=1))
+                                            "ours": ours_, "anchors": anch, "warm_up": warm,
+                                            "runs_ours": runs_o, "runs_anchors": runs_a},
+                                           indent=1))
     return 0
 
 
