@@ -197,6 +197,36 @@ def test_words_are_hf_bytelevels_pieces():
                [bytes(dec[c] for c in p) for p, _ in pre.pre_tokenize_str(t)], repr(t)
 
 
+def test_words_counted_from_arrow_buffers_and_united_equal_count_words():
+    """The sample tasks' path (words_of on a batch's Arrow buffers, batches united by
+    WordUnion) counts the same words as count_words on the same texts, and the memory
+    estimate's hash sample of them (sampled_words) equals the one drawn from the texts
+    (sampled_pieces)."""
+    from algorithms.packing_fast import sampled_pieces, sampled_words
+    from pipeline.arrays import text_buffers
+
+    train, _ = sample_split()
+
+    def as_dict(words):
+        buf, lengths, counts = words
+        ends = np.cumsum(lengths)
+        return {bytes(buf[e - n:e]): int(c) for e, n, c in zip(ends, lengths, counts)}
+
+    union = bt.WordUnion()
+    for b in batches(train, 300):
+        # a sliced column: its offsets do not start at 0
+        col = pa.array([""] + b, pa.string()).slice(1)
+        union.add(bt.words_of(*text_buffers(col)))
+    got = union.result()
+    want = bt.count_words(batches(train), threads=2)
+    assert as_dict(got) == as_dict(want) and len(got[1]) == len(want[1])
+    buf, offsets = text_buffers(pa.array(train, pa.string()))
+    for bits in (0, 3, 6):
+        h1, n1 = sampled_pieces(buf, offsets, bits)
+        h2, n2 = sampled_words(got[0], got[1], bits)
+        assert h1.tolist() == h2.tolist() and n1.tolist() == n2.tolist() and len(h1) > 0
+
+
 def test_letters_numbers_spaces_of_every_code_point_as_hf():
     """rustbpe's regex engine, HF's and the compiled scanner's class table agree on every
     code point (the scanner's table once had 17,480 letters and numbers HF does not know)."""
