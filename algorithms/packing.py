@@ -121,6 +121,7 @@ class Encoder:
     def __init__(self, tokenizer_path: str, kind: str):
         tok = load_tokenizer(tokenizer_path)
         self.kind = kind
+        self.built_by = os.getpid()   # a forked worker sees its parent's pid here
         self.eos = eos_id(tok, tokenizer_path)
         if kind in FAST_ENCODERS:
             self.fast = fast_encoder(tok, kind)

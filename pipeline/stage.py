@@ -146,7 +146,8 @@ class Stage:
                  reuse_current: bool = False, files_into: bool = False,
                  manifest_name: str = MANIFEST, extra_inputs: Callable | None = None,
                  plans_units: bool = True, current_note: Callable | None = None,
-                 after_commit: Callable | None = None, compiled: bool = False):
+                 after_commit: Callable | None = None, compiled: bool = False,
+                 prefork: Callable | None = None):
         self.name, self.doc, self.run_fn = name, doc, run
         self.script = layout.STAGES[name][0]
         self.flags_fn, self.check_fn, self.config_fn = flags, check, config
@@ -162,6 +163,9 @@ class Stage:
         # driver, before the pool is forked (local_pool.start_pool_early). Not for clean
         # and dedup_minhash, whose reruns read kept measurements and never load numba.
         self.compiled = compiled
+        # prefork(args): what every task builds the same way (pack's encoders), built once
+        # in the driver before the pool is forked, so the workers inherit it
+        self.prefork = prefork
 
     # -- 1. flags ---------------------------------------------------------------------
     def parser(self, argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -247,6 +251,8 @@ class Stage:
     def main(self, argv: list[str] | None = None) -> int:
         args = self.parse(argv)
         if self.needs_pool(args) and not self.looks_current(args):
+            if self.prefork:
+                self.prefork(args)
             start_pool_early(args, compiled=self.compiled)
         extra = self.extra_inputs_fn(args) if self.extra_inputs_fn else {}
         locks = self.lock_inputs(args, extra)

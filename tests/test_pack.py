@@ -314,6 +314,10 @@ def test_val_split_by_document_seeded_and_independent_of_sharding(packed, sample
 
 
 def test_byte_identical_for_any_workers_and_reruns(packed, sample_layout, tok_path, tmp_path):
+    # with 2 workers, the encoders are built once, before the workers are forked
+    info = manifest(packed)["encoder"]
+    tasks = manifest(packed)["resources"]["phases"]["encode"]["tasks"]
+    assert tasks > 2 and info["tasks_with_inherited_encoder"] == tasks
     out = tmp_path / "w1"
     pack(sample_layout / "raw", out, tok_path, "--workers", "1", "--batch-rows", "37")
     for f in ("train.bin", "val.bin"):
