@@ -171,6 +171,7 @@ def run(run: Run) -> Output:
     counts = {"docs_in": s["docs_in"], "bytes_in": s["bytes_in"],
               "vocab_size": verification["vocab_size"], "max_id": verification["max_id"]}
     sample = {k: s[k] for k in s if k not in ("docs_in", "bytes_in")}
+    sample["word_count_cpu_s"] = round(s.get("word_count_cpu_s", 0.0), 3)
     sample["han_share"] = round(s["han_chars"] / mix, 4) if mix else None
     sample["ascii_share"] = round(s["ascii_letters"] / mix, 4) if mix else None
     sample["trainer_memory_expected_mb"] = round(need / 2**20, 1)   # MB as in "resources"

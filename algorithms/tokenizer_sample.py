@@ -20,6 +20,7 @@ the UTF-8 bytes: Chinese characters and ASCII letters per document.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -160,6 +161,7 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
         from .bpe_trainer import WordUnion, words_of
         words = WordUnion()
     docs_in = bytes_in = cropped = before_crop = chars = 0
+    count_cpu = 0.0   # CPU s counting words: it follows the sample's size, not the corpus's
     for batch in read_unit(units[rank], columns=["id", "text"]):
         col = fill_empty(batch.column(1))  # a null text is an empty document: never sampled
         lengths = to_numpy(pc.binary_length(col)).astype(np.int64)
@@ -181,16 +183,20 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
         chars += int(pc.sum(pc.utf8_length(t_text)).as_py() or 0)
         train.add(t_text, None, *script_counts(t_text))
         if count_words:
+            c0 = time.process_time()
             words.add(words_of(*text_buffers(t_text)))
+            count_cpu += time.process_time() - c0
         else:
             pieces.append(sampled_pieces(*text_buffers(t_text), PIECE_SAMPLE_BITS))
         prog.add(len(lengths), int(lengths.sum()))
     held.writer.close()
     train.writer.close()
     if count_words:
+        c0 = time.process_time()
         wbuf, wlen, wcount = words.result()
         np.savez(out / f"words-{rank:05d}.npz", bytes=wbuf, lengths=wlen, counts=wcount)
         pieces = [sampled_words(wbuf, wlen, PIECE_SAMPLE_BITS)]
+        count_cpu += time.process_time() - c0
     np.save(out / f"pieces-{rank:05d}.npy", np.stack(unite_pieces(pieces)))
     save_task_result(staging, "sample", rank, {
         "docs_in": docs_in,
@@ -206,6 +212,7 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
         "en_docs": train.en,
         "heldout_docs": held.docs,
         "heldout_bytes": held.bytes,
+        "word_count_cpu_s": round(count_cpu, 3),
     })
 
 

@@ -252,6 +252,7 @@ def stage_breakdown(texts: list[str], mb: float, trainer: str, vocab: int = 3200
     return {"trainer": trainer, "sample_mb": round(m["sample"]["sample_bytes"] / 1e6, 1),
             "heldout_mb": round(m["sample"]["heldout_bytes"] / 1e6, 2),
             "wall_s": round(wall, 2), "phases": m["timings"],
+            "cpu_s": round(m["resources"]["driver_cpu_s"] + m["resources"]["worker_cpu_s"], 2),
             "before_stage_s": round(wall - m["timings"]["total"], 2),
             "imports_s": round(imports, 2), "functions_s": {k: round(v, 2) for k, v in funcs.items()}}
 
@@ -296,6 +297,28 @@ def main(argv: list[str] | None = None) -> int:
                for t in ("fast", "hf")]
         for r in res:
             print(json.dumps(r))
+        # the tutorial's loop (4.7: BpeTrainer.train_from_iterator, then save) on the same
+        # text: the training documents as the stage draws them, up to the sample's size
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        import statistics
+
+        train, _ = split_like_the_stage(texts)
+        part = prefix(train, res[0]["sample_mb"])
+        loops = []
+        with tempfile.TemporaryDirectory() as td:
+            f = Path(td) / "sample.parquet"
+            pq.write_table(pa.table({"text": pa.array(part, pa.string())}), f)
+            for _ in range(max(1, args.repeat)):
+                loops.append(run_child("hf", args.threads, args.vocab_size, f, Path(td) / "t.json"))
+        loop_cpu = statistics.median(r["cpu"] for r in loops)
+        loop_wall = statistics.median(r["wall"] for r in loops)
+        print(f"the tutorial's loop alone (BpeTrainer, {args.threads} threads) on "
+              f"{sum(len(t.encode('utf-8')) for t in part) / 1e6:.1f} MB: {loop_cpu:.2f} CPU s, "
+              f"{loop_wall:.2f} s wall (median of {len(loops)}); the whole stage (--trainer fast): "
+              f"{res[0]['cpu_s']:.2f} CPU s, {res[0]['wall_s']:.2f} s wall: "
+              f"{loop_cpu / res[0]['cpu_s']:.2f}x in CPU, {loop_wall / res[0]['wall_s']:.2f}x in wall")
+        res.append({"tutorial_loop": {"cpu_s": loop_cpu, "wall_s": loop_wall}})
         if args.json:
             Path(args.json).write_text(json.dumps(res, indent=1))
         return 0

@@ -29,9 +29,10 @@ corpus, so this is an upper bound). It splits each stage into its parallel phase
 per byte by the line through the smallest and the largest size (starting the
 interpreter, loading models and kernels, and checks on a capped sample do not grow
 with the corpus; scaling them too, as "all per byte" does, overstated sample-10BT by
-about a sixth), and the per-byte part is scaled to 28.5 GB; train_tokenizer's training
-scales with its sample, 5% of the corpus with a 1 GB floor and a 2 GB cap (section
-4.7), not with the corpus. With three sizes or more, the projection is tested: the
+about a sixth), and the per-byte part is scaled to 28.5 GB; train_tokenizer's training,
+and its sample tasks' word counting (recorded apart in its manifest), scale with its
+sample, 5% of the corpus with a 1 GB floor and a 2 GB cap (section 4.7), not with the
+corpus. With three sizes or more, the projection is tested: the
 largest size's wall time, predicted from the two below it, beside the one measured.
 Results go to bench/results/scale.{md,json}.
 """
@@ -130,6 +131,9 @@ def run_stage(stage: str, data: Path, inputs: Path, cores: int, quick: bool = Fa
         res["worker_rss_mb"] = r.get("max_worker_rss_mb")
         res["driver_bytes_per_doc"] = r.get("driver_bytes_per_doc")
         res["timings"] = m.get("timings", {})
+        # train_tokenizer's sample tasks count the sample's words: that part of their CPU
+        # follows the sample's size, not the corpus's
+        res["word_count_cpu_s"] = (m.get("sample") or {}).get("word_count_cpu_s")
         c = m.get("counts", {})
         res["docs"] = c.get("docs_in", c.get("rows"))
         res["bytes_out"] = c.get("bytes_out")
@@ -199,6 +203,7 @@ def _parts(r: dict) -> tuple[float, float, float, float]:
     use = [p["core_use"] for p in r["phases"].values() if p.get("core_use")]
     eff = min(1.0, max(use) if use else 1.0)   # the parallel phases' core use, measured
     train = (r.get("timings") or {}).get("train", 0) if r["stage"] == "train_tokenizer" else 0
+    par_cpu -= r.get("word_count_cpu_s") or 0    # scaled with the sample, by project()
     return max(0.0, r["wall_s"] - par_wall - train), par_cpu, train, eff
 
 
@@ -233,7 +238,8 @@ def project(r: dict, size: float, cores: int, target: float = FINEWEB_BYTES,
         sa, sb, pa, pb = 0.0, serial / size, 0.0, par_cpu / size
     t = sa + sb * target + (pa + pb * target) / (cores * eff)
     if r["stage"] == "train_tokenizer":
-        t += train * tokenizer_sample(target) / tokenizer_sample(size)
+        grow = tokenizer_sample(target) / tokenizer_sample(size)
+        t += train * grow + (r.get("word_count_cpu_s") or 0) * grow / (cores * eff)
     return t / 60
 
 

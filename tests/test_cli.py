@@ -131,6 +131,14 @@ def test_bench_scale_projection_splits_fixed_costs():
     want = (1.0 + 1.0 * 10 + (0.4 + 3.6 * 10) / 2) / 60
     assert abs(project(big, 1e9, 2, 10e9, small=small, small_size=0.5e9) - want) < 1e-9
     assert abs(project(big, 1e9, 2, 10e9) - (2.0 * 10 + 4.0 * 10 / 2) / 60) < 1e-9
+    # train_tokenizer: training and its tasks' word counting grow with its sample (5% of
+    # the corpus, 1 GB floor: 1 GB at 10 GB), the rest of its tasks' CPU with the corpus
+    tok = {**run(4.0, 2.0, 4.0), "stage": "train_tokenizer", "timings": {"train": 1.0},
+           "word_count_cpu_s": 1.5}
+    # measured on 0.5 GB: serial 4.0 - 2.0 - 1.0 = 1.0 s and tasks 4.0 - 1.5 = 2.5 s grow
+    # 20 times, the sample from 0.5 GB to 1 GB
+    want = (1.0 * 20 + 2.5 * 20 / 2 + 1.0 * 2 + 1.5 * 2 / 2) / 60
+    assert abs(project(tok, 0.5e9, 2, 10e9) - want) < 1e-9
     # a smaller run that took longer (noise): no negative slope, all per byte
     assert project(big, 1e9, 2, 10e9, small=run(5.0, 2.5, 5.0), small_size=0.5e9) == \
         project(big, 1e9, 2, 10e9)
