@@ -8,8 +8,8 @@ BpeTrainer keeps every distinct word of its sample, and the ByteLevel pre-tokeni
 makes each run of Chinese characters one word, so the trainer's memory follows the
 bytes of the distinct words (train_tokenizer.trainer_memory, counted by the sample
 tasks). This runs train_tokenizer.py as a user does (a subprocess, 32000 ids, default
-threads), once with each trainer (--trainer fast: rustbpe, whose estimate is
-algorithms.bpe_trainer.fast_trainer_memory; --trainer hf: BpeTrainer), on samples of one
+threads), once with each trainer (--trainer fast: BpeTrainer's algorithm compiled, whose
+estimate is algorithms.bpe_trainer.fast_trainer_memory; --trainer hf: BpeTrainer), on samples of one
 language at a time and reads, from each manifest, the memory the stage expected and the
 peak it reached:
 
@@ -21,7 +21,8 @@ peak it reached:
 
 The target: no peak above the estimate, by more than 10% for BpeTrainer's (an estimate
 that errs high only stops a run that would have fitted, and says so; one that errs low
-lets the system kill the stage); rustbpe's estimate is set to err high (at most 1.0).
+lets the system kill the stage); the compiled trainer's estimate is set to err high (at
+most 1.0).
 """
 
 from __future__ import annotations
