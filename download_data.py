@@ -87,7 +87,7 @@ def convert_task(rank: int, world_size: int, units: list, staging: str, opts: di
     else:
         local = [Path(f) for f in files]
     # one task in the driver's process: the byte-level progress bar of the old serial loop
-    meter = Meter(sum(f.stat().st_size for f in local)) if world_size == 1 and files else None
+    meter = Meter(sum(f.stat().st_size for f in local) or None) if world_size == 1 else None
     skips = Skips(opts["on_bad_record"])
     try:
         recs = write_shards(read_sources(local, skips, opts["txt_delimiter"],
