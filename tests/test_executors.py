@@ -69,6 +69,33 @@ def test_ray_executor_gives_the_local_bytes(ray_head, pipeline_layout, sample_la
         assert output_files(d, script) == output_files(pipeline_layout, script), script
 
 
+def test_ray_executor_downloads_local_files_to_the_local_bytes(ray_head, tmp_path):
+    """download_data.py's conversion tasks (one per group of local files) on the Ray head
+    write the shards a local run with one worker writes."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    address, env = ray_head
+    src = tmp_path / "in"
+    src.mkdir()
+    for k in range(3):
+        pq.write_table(pa.table({"id": [f"f{k}-{i}" for i in range(200)],
+                                 "text": [f"document {i} of file {k}, " * (1 + i % 7)
+                                          for i in range(200)]}), src / f"part-{k}.parquet")
+    shard_bytes = 16 * min(f.stat().st_size for f in src.iterdir())   # a task per file
+
+    def run(out, *extra):
+        run_script("download_data.py", "--input", src, "--output", out,
+                   "--shard-bytes", shard_bytes, *extra, env=env)
+        return {p.name: p.read_bytes() for p in sorted(out.glob("*.parquet"))}
+
+    local = run(tmp_path / "local", "--workers", "1")
+    ray = run(tmp_path / "ray", "--executor", "ray", "--ray-address", address, "--workers", "2")
+    assert len(local) == 3 and ray == local
+    m = json.loads((tmp_path / "ray" / "manifest.json").read_text())
+    assert m["resources"]["phases"]["download_and_shard"]["tasks"] == 3
+
+
 FAKE_SBATCH = r"""#!/bin/bash
 # Stands in for a Slurm cluster: keeps the script and arguments, then runs every array
 # task of the script here, one after another, as the cluster's nodes would.
