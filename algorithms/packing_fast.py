@@ -95,27 +95,34 @@ def _pair_key(a, b):
     return (np.int64(a) << ID_BITS) | np.int64(b)
 
 
+RANK_BITS = 20  # merges below 2^20: a table entry is (left id, right id, rank) in 60 bits
+RANK_MASK = (1 << RANK_BITS) - 1
+
+
 @njit(cache=True, inline="always")
 def _merge_lookup(table, a, b):
-    """Rank of the merge (a, b), or -1 when the pair does not merge. table[i] holds
-    (key, rank) side by side, so a probe touches one cache line."""
+    """Rank of the merge (a, b), or -1 when the pair does not merge. Each entry of the
+    table is one int64, (a << 40) | (b << 20) | rank, so that the table of a 32k
+    vocabulary (1 MB) stays in a core's L2 cache."""
     key = _pair_key(a, b)
     mask = len(table) - 1
     i = _slot(key, mask)
     while True:
-        k = table[i, 0]
-        if k == key:
-            return table[i, 1]
+        k = table[i]
         if k == EMPTY:
             return -1
+        if k >> RANK_BITS == key:
+            return k & RANK_MASK
         i = (i + 1) & mask
 
 
 def merge_table(pairs: np.ndarray) -> np.ndarray:
     """Hash table of merge (left id, right id) -> rank, for `pairs` in rank order;
     at most a quarter full, so probes are short."""
+    if len(pairs) > RANK_MASK:
+        raise ValueError(f"{len(pairs):,} merges: the compiled encoder takes at most {RANK_MASK:,}")
     size = 1 << max(4, int(4 * len(pairs)).bit_length())
-    table = np.full((size, 2), EMPTY, dtype=np.int64)
+    table = np.full(size, EMPTY, dtype=np.int64)
     _fill_merges(table, pairs.astype(np.int64))
     return table
 
@@ -126,10 +133,11 @@ def _fill_merges(table, pairs):
     for r in range(len(pairs)):
         key = _pair_key(pairs[r, 0], pairs[r, 1])
         i = _slot(key, mask)
-        while table[i, 0] != EMPTY and table[i, 0] != key:
+        while table[i] != EMPTY and table[i] >> RANK_BITS != key:
             i = (i + 1) & mask
-        table[i, 0] = key  # HF lists each merge once; were one repeated, the last rank
-        table[i, 1] = r    # would win, as in HF's own merge map
+        # HF lists each merge once; were one repeated, the last rank would win, as in
+        # HF's own merge map
+        table[i] = (key << RANK_BITS) | r
 
 
 # --------------------------------------------------------------------------------------
@@ -151,7 +159,7 @@ def _decode(buf, p):
             | ((np.int64(buf[p + 2]) & 0x3F) << 6) | (np.int64(buf[p + 3]) & 0x3F)), 4
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _class_at(buf, p, end, classes):
     """(class, byte length) of the character at p; (-1, 0) at the end."""
     if p >= end:
@@ -160,7 +168,7 @@ def _class_at(buf, p, end, classes):
     return classes[c], n
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _run(buf, p, end, classes, cls):
     """End of the run of characters of class `cls` (or, for OTHER, not letter/number/
     space) starting at p."""
@@ -172,7 +180,7 @@ def _run(buf, p, end, classes, cls):
     return p
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _piece_end(buf, p, end, classes):
     """End of the pattern's match starting at p (alternatives tried in order)."""
     b = buf[p]
@@ -349,7 +357,15 @@ def _bpe_long(buf, start, stop, byte_ids, table, merge_ids, out, o,
 # The piece cache, and the whole batch.
 # --------------------------------------------------------------------------------------
 
-CACHE_MAX_PIECE = 48  # bytes; longer pieces rarely repeat
+CACHE_MAX_PIECE = 32  # bytes; longer pieces rarely repeat
+INLINE_IDS = 4        # ids kept in the slot itself; a piece with more keeps them apart
+# A slot is one 64-byte cache line, seen as int64 [8], uint8 [64] and int32 [16]: its
+# piece's hash (int64 0), its length | its id count << 8 | where its ids start << 16
+# (int64 1; 0 when the slot is empty), its bytes (uint8 16..47) and up to INLINE_IDS
+# ids (int32 12..15). A lookup that hits reads one line.
+S_HASH, S_META = 0, 1
+S_KEY = 16
+S_IDS = 12
 
 
 @njit(cache=True)
@@ -361,47 +377,55 @@ def _hash_bytes(buf, start, stop):
     return h
 
 
-@njit(cache=True)
-def _cache_slot(buf, p, q, h, c_keys, c_hash, c_len):
-    """The slot holding piece buf[p:q] (hash h), or the empty slot (c_len 0) where it
-    would go. c_keys[s] holds a piece's bytes, then its length in the last column."""
-    mask = len(c_hash) - 1
+@njit(cache=True, inline="always")
+def _cache_slot(buf, p, q, h, c_slots, c_bytes):
+    """The slot holding piece buf[p:q] (hash h), or the empty slot (meta 0) where it
+    would go."""
+    mask = len(c_slots) - 1
     m = q - p
+    hh = np.int64(h)
     s = np.int64(h & np.uint64(mask))
-    while c_len[s] != 0:
-        if c_hash[s] == h and c_keys[s, CACHE_MAX_PIECE] == m:
+    while True:
+        meta = c_slots[s, S_META]
+        if meta == 0:
+            return s
+        if c_slots[s, S_HASH] == hh and (meta & 0xFF) == m:
             same = True
             for i in range(m):
-                if c_keys[s, i] != buf[p + i]:
+                if c_bytes[s, S_KEY + i] != buf[p + i]:
                     same = False
                     break
             if same:
                 return s
         s = (s + 1) & mask
-    return s
 
 
 @njit(cache=True)
-def _cache_put(s, buf, p, q, h, ids, a, n, c_keys, c_hash, c_start, c_len, c_ids, c_fill):
+def _cache_put(s, buf, p, q, h, ids, a, n, c_slots, c_bytes, c_ints, c_ids, c_fill):
     """Store piece buf[p:q] with its n ids ids[a:a+n] in empty slot s, while the table is
     at most half full and the id store has room (then the cache stops growing)."""
-    if 2 * (c_fill[0] + 1) > len(c_hash) or c_fill[1] + n > len(c_ids):
+    if 2 * (c_fill[0] + 1) > len(c_slots) or (n > INLINE_IDS and c_fill[1] + n > len(c_ids)):
         return
-    c_hash[s] = h
-    for i in range(q - p):
-        c_keys[s, i] = buf[p + i]
-    c_keys[s, CACHE_MAX_PIECE] = q - p
-    c_start[s] = c_fill[1]
-    c_len[s] = n
-    for i in range(n):
-        c_ids[c_fill[1] + i] = ids[a + i]
+    m = q - p
+    for i in range(m):
+        c_bytes[s, S_KEY + i] = buf[p + i]
+    start = 0
+    if n <= INLINE_IDS:
+        for i in range(n):
+            c_ints[s, S_IDS + i] = ids[a + i]
+    else:
+        start = c_fill[1]
+        for i in range(n):
+            c_ids[start + i] = ids[a + i]
+        c_fill[1] += n
+    c_slots[s, S_HASH] = np.int64(h)
+    c_slots[s, S_META] = m | (np.int64(n) << 8) | (np.int64(start) << 16)
     c_fill[0] += 1
-    c_fill[1] += n
 
 
 @njit(cache=True)
 def _encode_docs(buf, offsets, eos, classes, byte_ids, table, merge_ids,
-                 c_keys, c_hash, c_start, c_len, c_ids, c_fill, out):
+                 c_slots, c_bytes, c_ints, c_ids, c_fill, out):
     """Encode documents buf[offsets[d]:offsets[d+1]] into out, EOS after each one;
     returns the number of ids written."""
     o = 0
@@ -419,12 +443,18 @@ def _encode_docs(buf, offsets, eos, classes, byte_ids, table, merge_ids,
             h, s = np.uint64(0), np.int64(0)
             if cached:
                 h = _hash_bytes(buf, p, q)
-                s = _cache_slot(buf, p, q, h, c_keys, c_hash, c_len)
-                if c_len[s] != 0:  # seen before: copy its ids
-                    a = c_start[s]
-                    for i in range(c_len[s]):
-                        out[o + i] = c_ids[a + i]
-                    o += c_len[s]
+                s = _cache_slot(buf, p, q, h, c_slots, c_bytes)
+                meta = c_slots[s, S_META]
+                if meta != 0:  # seen before: copy its ids
+                    n = (meta >> 8) & 0xFF
+                    if n <= INLINE_IDS:
+                        for i in range(n):
+                            out[o + i] = c_ints[s, S_IDS + i]
+                    else:
+                        a = meta >> 16
+                        for i in range(n):
+                            out[o + i] = c_ids[a + i]
+                    o += n
                     p = q
                     continue
             if m < LONG_PIECE:
@@ -433,8 +463,8 @@ def _encode_docs(buf, offsets, eos, classes, byte_ids, table, merge_ids,
                 o2 = _bpe_long(buf, p, q, byte_ids, table, merge_ids, out, o,
                                tok, rank, nxt, prv, alive, heap)
             if cached:
-                _cache_put(s, buf, p, q, h, out, o, o2 - o,
-                           c_keys, c_hash, c_start, c_len, c_ids, c_fill)
+                _cache_put(s, buf, p, q, h, out, o, o2 - o, c_slots, c_bytes, c_ints, c_ids,
+                           c_fill)
             o = o2
             p = q
         out[o] = eos
@@ -556,7 +586,7 @@ class BpeEncoder:
 
     byte_ids: the id of each single byte; merges: (left id, right id) pairs in rank
     order; merge_ids: the id each merge makes. The piece cache has `cache_slots` slots
-    (a power of two; it fills to half), about 22 MB at the default."""
+    (a power of two; it fills to half), 17 MB at the default."""
 
     def __init__(self, byte_ids: np.ndarray, merges: np.ndarray, merge_ids: np.ndarray,
                  cache_slots: int = 1 << 18):
@@ -567,11 +597,10 @@ class BpeEncoder:
         self.table = merge_table(merges)
         self.merge_ids = merge_ids.astype(np.int32)
         self.classes = codepoint_classes()
-        self.c_keys = np.zeros((cache_slots, CACHE_MAX_PIECE + 1), dtype=np.uint8)
-        self.c_hash = np.zeros(cache_slots, dtype=np.uint64)
-        self.c_start = np.zeros(cache_slots, dtype=np.int64)
-        self.c_len = np.zeros(cache_slots, dtype=np.int32)
-        self.c_ids = np.zeros(cache_slots * 4, dtype=np.int32)
+        self.c_slots = np.zeros((cache_slots, 8), dtype=np.int64)
+        self.c_bytes = self.c_slots.view(np.uint8).reshape(cache_slots, 64)
+        self.c_ints = self.c_slots.view(np.int32).reshape(cache_slots, 16)
+        self.c_ids = np.zeros(cache_slots, dtype=np.int32)   # ids of pieces with more
         self.c_fill = np.zeros(2, dtype=np.int64)
 
     @classmethod
@@ -589,8 +618,8 @@ class BpeEncoder:
         buf = np.frombuffer(b"".join(raw), dtype=np.uint8)
         out = np.empty(len(buf) + len(raw), dtype=np.int32)  # ids <= bytes, + one EOS each
         n = _encode_docs(buf, offsets, eos, self.classes, self.byte_ids, self.table,
-                         self.merge_ids, self.c_keys, self.c_hash, self.c_start,
-                         self.c_len, self.c_ids, self.c_fill, out)
+                         self.merge_ids, self.c_slots, self.c_bytes, self.c_ints,
+                         self.c_ids, self.c_fill, out)
         return out[:n]
 
     def ids(self, text: str) -> np.ndarray:

@@ -132,6 +132,30 @@ def test_compiled_bpe_stays_right_when_its_cache_is_full(tok_path):
     assert small.c_fill[0] == 8  # filled to half its slots, then stopped inserting
 
 
+def test_compiled_bpe_cache_hits_give_hfs_ids_inline_and_apart(tok_path):
+    """A cache slot holds a piece's ids itself when they are few (INLINE_IDS) and keeps
+    longer lists apart; a piece of CACHE_MAX_PIECE bytes is the longest cached. Each
+    kind, encoded once (computed, then stored) and again (read from the cache), gives
+    HF's ids."""
+    from algorithms import packing_fast as pf
+
+    tok = load_tokenizer(tok_path)
+    hf = ordinary_tokenizer(tok)
+    enc = BpeEncoder.from_tokenizer(tok)
+    words = ["the", " data", " Pneumonoultramicroscopicsilico",   # few ids; many ids
+             " " + "x" * (pf.CACHE_MAX_PIECE - 1), " " + "q" * pf.CACHE_MAX_PIECE,
+             "机器学习", " 数据工程的教程"]
+    lens = {w: len(hf_ids(hf, w)) for w in words}
+    assert min(lens.values()) <= pf.INLINE_IDS < max(lens.values())
+    text = ",".join(words)   # "," is a piece of one byte: never cached
+    first = enc.ids(text).tolist()
+    filled = enc.c_fill.tolist()
+    # every piece stored but the one a byte too long; some lists of ids kept apart
+    assert filled[0] == len(words) - 1 and filled[1] > 0
+    assert first == enc.ids(text).tolist() == hf_ids(hf, text)
+    assert enc.c_fill.tolist() == filled                   # the second pass only read
+
+
 def test_compiled_bpe_classifies_every_code_point_as_hf(tok_path):
     """Every code point between letters, digits and punctuation: its class (letter,
     number, whitespace, other) decides where a piece ends, so any code point our
