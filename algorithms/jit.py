@@ -31,3 +31,43 @@ def _import_numba():
 
 numba = _import_numba()
 njit = numba.njit
+
+
+def _prefetch_intrinsic():
+    from llvmlite import ir
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def prefetch(typingctx, arr, idx):
+        """prefetch(arr, i): ask the CPU to bring row i of arr (item i of a 1-D array)
+        into its cache, without waiting for it (LLVM's llvm.prefetch: read, keep in all
+        levels). A loop that visits rows all over a large array prefetches the row it
+        will visit a few steps ahead, so the memory's latency overlaps with work."""
+        if not isinstance(arr, types.Array) or not isinstance(idx, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            aryty, idxty = signature.args
+            ary = context.make_array(aryty)(context, builder, args[0])
+            i = context.cast(builder, args[1], idxty, types.intp)
+            zero = context.get_constant(types.intp, 0)
+            ptr = cgutils.get_item_pointer2(
+                context, builder, ary.data, cgutils.unpack_tuple(builder, ary.shape),
+                cgutils.unpack_tuple(builder, ary.strides), aryty.layout,
+                [i] + [zero] * (aryty.ndim - 1), wraparound=False)
+            i8p = ir.IntType(8).as_pointer()
+            i32 = ir.IntType(32)
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                "llvm.prefetch.p0")
+            builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0),
+                              ir.Constant(i32, 3), ir.Constant(i32, 1)])
+            return context.get_dummy_value()
+
+        return types.void(arr, idx), codegen
+
+    return prefetch
+
+
+prefetch = _prefetch_intrinsic()

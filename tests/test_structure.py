@@ -148,3 +148,28 @@ def test_numba_is_imported_without_scipy_and_scipy_still_imports_after():
                         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert cp.returncode == 0, cp.stderr
     assert cp.stdout.splitlines() == ["[]", "scipy.linalg"]
+
+
+def test_prefetch_compiles_for_rows_and_items_and_changes_nothing():
+    """algorithms.jit.prefetch, a hint to the CPU: a kernel that prefetches rows of a
+    2-D array and items of a 1-D one, out to the last one, computes what it would
+    without (the merge loop of algorithms.bpe_trainer uses it)."""
+    import numpy as np
+    from algorithms.jit import njit, prefetch
+
+    @njit
+    def total(rows, items, order, ahead):
+        s = 0
+        for e in range(len(order)):
+            if e + ahead < len(order):
+                prefetch(rows, order[e + ahead])
+                prefetch(items, order[e + ahead])
+            s += rows[order[e], 1] * items[order[e]]
+        return s
+
+    rng = np.random.default_rng(0)
+    rows = rng.integers(0, 100, (10_000, 4)).astype(np.int32)
+    items = rng.integers(0, 100, 10_000)
+    order = rng.permutation(10_000)
+    want = int((rows[:, 1].astype(np.int64) * items).sum())
+    assert total(rows, items, order, 16) == total(rows, items, order, 10_000) == want
