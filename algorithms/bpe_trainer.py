@@ -768,42 +768,41 @@ def _same(buf, p, q, r):
 def _distinct_pieces(buf, offsets, classes):
     """The distinct pieces (GPT-2's pattern) of the documents buf[offsets[d]:offsets[d+1]]:
     (start, length, count) of each, the start being its first occurrence."""
+    # one row per slot, its fields side by side (a probe reads one cache line): the start
+    # of the piece in buf (-1: empty), its length, its hash and its count
     size = 1 << 12
-    key = np.full(size, -1, np.int64)      # start of the piece in buf
-    length = np.zeros(size, np.int64)
-    hashes = np.zeros(size, np.uint64)
-    count = np.zeros(size, np.int64)
+    t = np.empty((size, 4), np.int64)
+    t[:, 0] = -1
     n = 0
     for d in range(len(offsets) - 1):
         p, end = offsets[d], offsets[d + 1]
         while p < end:
             q = _piece_end(buf, p, end, classes)
             h = _hash(buf, p, q)
+            hh = np.int64(h)
             mask = size - 1
             s = np.int64(h & np.uint64(mask))
-            while key[s] != -1 and not (hashes[s] == h and length[s] == q - p
-                                         and _same(buf, p, q, key[s])):
+            while t[s, 0] != -1 and not (t[s, 2] == hh and t[s, 1] == q - p
+                                          and _same(buf, p, q, t[s, 0])):
                 s = (s + 1) & mask
-            if key[s] == -1:
-                key[s], length[s], hashes[s] = p, q - p, h
+            if t[s, 0] == -1:
+                t[s, 0], t[s, 1], t[s, 2], t[s, 3] = p, q - p, hh, 0
                 n += 1
-            count[s] += 1
+            t[s, 3] += 1
             if 2 * n > size:  # grow: rehash into twice the slots
                 size *= 2
-                k2 = np.full(size, -1, np.int64)
-                l2 = np.zeros(size, np.int64)
-                h2 = np.zeros(size, np.uint64)
-                c2 = np.zeros(size, np.int64)
-                for i in range(len(key)):
-                    if key[i] != -1:
-                        t = np.int64(hashes[i] & np.uint64(size - 1))
-                        while k2[t] != -1:
-                            t = (t + 1) & (size - 1)
-                        k2[t], l2[t], h2[t], c2[t] = key[i], length[i], hashes[i], count[i]
-                key, length, hashes, count = k2, l2, h2, c2
+                t2 = np.empty((size, 4), np.int64)
+                t2[:, 0] = -1
+                for i in range(len(t)):
+                    if t[i, 0] != -1:
+                        u = np.int64(np.uint64(t[i, 2]) & np.uint64(size - 1))
+                        while t2[u, 0] != -1:
+                            u = (u + 1) & (size - 1)
+                        t2[u] = t[i]
+                t = t2
             p = q
-    used = key != -1
-    return key[used], length[used], count[used]
+    used = t[:, 0] != -1
+    return t[used, 0].copy(), t[used, 1].copy(), t[used, 3].copy()
 
 
 @njit(cache=True)
