@@ -112,7 +112,6 @@ def pack_unit(rank: int, world_size: int, units: list[dict], staging: str, token
         for batch in read_unit(unit, columns=["id", "text"], batch_rows=batch_rows):
             ids = batch.column(0).to_pylist()
             col = batch.column(1)
-            texts = col.to_pylist()
             # per-document byte counts and null flags in Arrow, not in a Python loop
             nbytes = to_numpy(pc.binary_length(col), null=0)
             valid = to_numpy(col.is_valid())
@@ -122,15 +121,13 @@ def pack_unit(rank: int, world_size: int, units: list[dict], staging: str, token
                 sel = np.flatnonzero(is_val == want)
                 keep = sel[valid[sel]]
                 nulls += len(sel) - len(keep)
-                # most batches hold no val document: then train is the whole batch
-                docs = texts if len(keep) == len(texts) else [texts[i] for i in keep]
-                arr = enc.pack(docs)                                         # 5.4 + 5.3
+                arr = enc.pack_rows(col, keep)                               # 5.4 + 5.3
                 arr.tofile(files[split])
                 hist += np.histogram(doc_lengths(arr, enc.eos), TOKEN_BINS)[0]
                 s = c[split]
-                s["docs"] += len(docs)
+                s["docs"] += len(keep)
                 s["tokens"] += int(arr.size)
-                s["eos"] += len(docs)
+                s["eos"] += len(keep)
                 s["bytes"] += int(nbytes[keep].sum())
                 if want:
                     val_ids += [str(ids[i]) for i in keep]

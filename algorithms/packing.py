@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.arrays import text_buffers
 from pipeline.errors import StageError
 from pipeline.shards import HashingFile, id_hashes, iter_batches
 
@@ -157,6 +158,17 @@ class Encoder:
             pieces.append(eos)
         # ids < 65536 was checked before any work, so the cast cannot wrap
         return np.concatenate(pieces).astype(DTYPE)
+
+    def pack_rows(self, col, rows: np.ndarray) -> np.ndarray:
+        """pack() of the documents at `rows` of the Arrow string column `col` (none of
+        them null). The compiled encoder reads the column's own UTF-8 buffer: no Python
+        string is made."""
+        if self.kind != "numba":
+            return self.pack(col.take(rows).to_pylist() if len(rows) < len(col) else col.to_pylist())
+        if len(rows) == 0:
+            return np.empty(0, DTYPE)
+        buf, offsets = text_buffers(col)
+        return self.fast.pack_bytes(buf, offsets[rows], offsets[rows + 1], self.eos).astype(DTYPE)
 
 
 _ENCODERS: dict[tuple[str, str], Encoder] = {}

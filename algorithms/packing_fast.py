@@ -424,15 +424,15 @@ def _cache_put(s, buf, p, q, h, ids, a, n, c_slots, c_bytes, c_ints, c_ids, c_fi
 
 
 @njit(cache=True)
-def _encode_docs(buf, offsets, eos, classes, byte_ids, table, merge_ids,
+def _encode_docs(buf, starts, ends, eos, classes, byte_ids, table, merge_ids,
                  c_slots, c_bytes, c_ints, c_ids, c_fill, out):
-    """Encode documents buf[offsets[d]:offsets[d+1]] into out, EOS after each one;
-    returns the number of ids written."""
+    """Encode documents buf[starts[d]:ends[d]] into out, EOS after each one; returns the
+    number of ids written."""
     o = 0
     size = 64
     tok, rank, nxt, prv, alive, heap = _scratch(size)
-    for d in range(len(offsets) - 1):
-        p, end = offsets[d], offsets[d + 1]
+    for d in range(len(starts)):
+        p, end = starts[d], ends[d]
         while p < end:
             q = _piece_end(buf, p, end, classes)
             m = q - p
@@ -615,9 +615,16 @@ class BpeEncoder:
         raw = [t.encode("utf-8") for t in texts]
         offsets = np.zeros(len(raw) + 1, dtype=np.int64)
         np.cumsum([len(r) for r in raw], out=offsets[1:])
-        buf = np.frombuffer(b"".join(raw), dtype=np.uint8)
-        out = np.empty(len(buf) + len(raw), dtype=np.int32)  # ids <= bytes, + one EOS each
-        n = _encode_docs(buf, offsets, eos, self.classes, self.byte_ids, self.table,
+        return self.pack_bytes(np.frombuffer(b"".join(raw), dtype=np.uint8), offsets[:-1],
+                               offsets[1:], eos)
+
+    def pack_bytes(self, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                   eos: int) -> np.ndarray:
+        """pack() of the UTF-8 documents buf[starts[d]:ends[d]] (an Arrow column's own
+        buffers, say: no Python string is made)."""
+        size = int((ends - starts).sum()) + len(starts)   # ids <= bytes, + one EOS each
+        out = np.empty(size, dtype=np.int32)
+        n = _encode_docs(buf, starts, ends, eos, self.classes, self.byte_ids, self.table,
                          self.merge_ids, self.c_slots, self.c_bytes, self.c_ints,
                          self.c_ids, self.c_fill, out)
         return out[:n]

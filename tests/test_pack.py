@@ -156,6 +156,21 @@ def test_compiled_bpe_cache_hits_give_hfs_ids_inline_and_apart(tok_path):
     assert enc.c_fill.tolist() == filled                   # the second pass only read
 
 
+@pytest.mark.parametrize("kind", ["numba", "hf"])
+def test_pack_rows_reads_the_column_as_pack_reads_the_strings(tok_path, kind):
+    """pack_rows (the compiled encoder reads the Arrow column's own buffer) gives what
+    pack gives on the same documents as str: any subset of rows, in order, around a
+    null, on a sliced column, and none."""
+    texts = sample_texts(40)
+    col = pa.array(texts[:7] + [None] + texts[7:], pa.string()).slice(2)
+    enc = packing.Encoder(str(tok_path), kind)
+    py = col.to_pylist()
+    for rows in ([i for i in range(len(py)) if py[i] is not None], [0, 3, 9, 20], [6], []):
+        got = enc.pack_rows(col, np.array(rows, np.int64))
+        assert got.dtype == np.uint16
+        assert got.tolist() == enc.pack([py[i] for i in rows]).tolist()
+
+
 def test_compiled_bpe_classifies_every_code_point_as_hf(tok_path):
     """Every code point between letters, digits and punctuation: its class (letter,
     number, whitespace, other) decides where a piece ends, so any code point our
