@@ -186,8 +186,16 @@ def space(run: Run) -> int:
     return unit_bytes_on_disk(run.units) + 16 * run.total_docs
 
 
+def load_kernel(args) -> None:
+    """Before the worker pool is forked: the digest kernel and its table, loaded once here
+    so that the workers inherit them instead of each loading them."""
+    from algorithms import exact_dedup_fast
+
+    exact_dedup_fast.batch_digests(pa.array(["a"], pa.string()))
+
+
 STAGE = Stage("dedup_exact", __doc__, run, flags=flags, check=check, config=config, space=space,
-              reads=layout.CLEANED, compiled=True)
+              reads=layout.CLEANED, compiled=True, prefork=load_kernel)
 
 
 def main(argv: list[str] | None = None) -> int:
