@@ -258,6 +258,7 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
     them are train documents (train/RANK.npy), its val documents and its sample
     (val-RANK.parquet, sample-RANK.parquet)."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from algorithms import minhash
@@ -288,7 +289,7 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
             if xxhash.xxh64_intdigest(i.encode("utf-8"), 7) % every == 0:
                 sample.append(t)
         start += n
-        task_progress().add(n, int(sum(len(t.encode("utf-8")) for t in texts if t)))
+        task_progress().add(n, int(pc.sum(pc.binary_length(b.column(1))).as_py() or 0))
     band.flush()
     del band
     os.replace(w / "band" / f"{rank:05d}.tmp.npy", w / "band" / f"{rank:05d}.npy")
