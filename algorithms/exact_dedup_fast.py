@@ -26,23 +26,9 @@ import xxhash
 from pipeline.arrays import fill_empty, text_buffers
 
 from . import exact_dedup
+from .cleaning_fast import _decode   # UTF-8 -> (code point, bytes)
 from .jit import njit
 from .minhash_fast import SPECIAL, _char_map
-
-
-@njit(cache=True, inline="always")
-def _decode(data, p):
-    """(code point, bytes) of the UTF-8 sequence at data[p] (valid UTF-8 assumed)."""
-    b0 = np.int64(data[p])
-    if b0 < 0x80:
-        return b0, 1
-    if b0 < 0xE0:
-        return ((b0 & 0x1F) << 6) | (np.int64(data[p + 1]) & 0x3F), 2
-    if b0 < 0xF0:
-        return (((b0 & 0x0F) << 12) | ((np.int64(data[p + 1]) & 0x3F) << 6)
-                | (np.int64(data[p + 2]) & 0x3F)), 3
-    return (((b0 & 0x07) << 18) | ((np.int64(data[p + 1]) & 0x3F) << 12)
-            | ((np.int64(data[p + 2]) & 0x3F) << 6) | (np.int64(data[p + 3]) & 0x3F)), 4
 
 
 @njit(cache=True, inline="always")

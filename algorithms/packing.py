@@ -164,7 +164,7 @@ class Encoder:
         them null). The compiled encoder reads the column's own UTF-8 buffer: no Python
         string is made."""
         if self.kind != "numba":
-            return self.pack(col.take(rows).to_pylist() if len(rows) < len(col) else col.to_pylist())
+            return self.pack((col.take(rows) if len(rows) < len(col) else col).to_pylist())
         if len(rows) == 0:
             return np.empty(0, DTYPE)
         buf, offsets = text_buffers(col)
