@@ -102,3 +102,11 @@ def batch_digests(col) -> list[bytes]:
         for d, text in zip(rows.tolist(), col.take(rows).to_pylist()):
             digests[d] = exact_dedup.digest(text)
     return digests
+
+
+def load() -> None:
+    """Load (or compile) the kernel and build its table now, on one tiny document made
+    of numpy arrays (building an Arrow array from Python objects would import pandas)."""
+    out = np.empty(8, np.uint8)
+    _normalise_docs(np.frombuffer(b"A", np.uint8), np.array([0, 1], np.int64), _char_map(),
+                    out, np.empty(2, np.int64), np.zeros(1, np.bool_))

@@ -7,11 +7,19 @@ linear algebra, and every process that runs kernels (each stage's driver and eac
 worker) pays it once, so the probe is made to fail fast: scipy is hidden while numba and
 numba.np.arraymath are imported and visible again right after (a later `import scipy`
 works as usual). Kernels that do use `np.dot` would get numba's loop instead of BLAS.
+
+The kernels are cached on disk (`cache=True`), in `algorithms/__pycache__/` or, where
+that cannot be written (a read-only install), in numba's user-wide cache (~/.cache/numba).
+Where neither can (a service account without a home), numba would refuse to load any
+kernel; they are then cached in the temporary folder, per user, instead.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 
 def _import_numba():
@@ -29,7 +37,31 @@ def _import_numba():
     return numba
 
 
+def _writable(folder: Path) -> bool:
+    """numba's own test of a cache folder: it can be made, and a file written in it."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+        return True
+    except OSError:
+        return False
+
+
+def _cache_where_writable(numba) -> None:
+    if numba.config.CACHE_DIR or _writable(Path(__file__).parent / "__pycache__"):
+        return
+    from numba.misc.appdirs import AppDirs
+
+    if _writable(Path(AppDirs(appname="numba", appauthor=False).user_cache_dir)):
+        return
+    folder = Path(tempfile.gettempdir()) / f"numba-cache-{os.getuid()}"
+    if _writable(folder):
+        numba.config.CACHE_DIR = str(folder)
+        os.environ["NUMBA_CACHE_DIR"] = str(folder)   # for the processes this one starts
+
+
 numba = _import_numba()
+_cache_where_writable(numba)
 njit = numba.njit
 
 
