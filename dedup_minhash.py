@@ -31,7 +31,8 @@ of at most --task-mb MB of text, see pipeline/units.py):
   5. filter      one task per unit: copy the kept rows -> part-XXXXX.parquet
 
 Reruns are cheap: the signatures, the band hashes and the candidate pairs are kept in
-the output (signatures/, bands/, candidates/; --no-keep-signatures turns this off), keyed
+the output (signatures/, bands/, candidates/, and the rows removed, removed/, which lets
+verify.py reuse the band hashes; --no-keep-signatures turns this off), keyed
 by what they depend on (the input's fingerprint, --ngram, --num-perm, --seed; the bands
 and candidates also --bands and --rows) and checked against their digests before use. The
 candidates are kept with the number of signature positions each pair shares, so a rerun
@@ -206,6 +207,8 @@ def run(run: Run) -> Output:
             "tasks": len(run.units), "notes": [n for r in sig_results for n in r["notes"]]}
     if not args.no_keep_signatures:
         kept.update(keep_store(work, run.staging, sig_results, run, band_pairs))
+        kept["removed"] = keep_removed(work, run.staging, run)
+        kept["bytes"] += kept["removed"]["bytes"]
     kept["output_files_reused"] = sum(bool(r.get("reused")) for r in records)
     shutil.rmtree(work, ignore_errors=True)
     carry_sweep_reports(out, run.staging)
@@ -224,13 +227,10 @@ def after_commit(run: Run) -> None:
 # nothing (pipeline.kept_store).
 # --------------------------------------------------------------------------------------
 
-SIG_VERSION = 1   # bump when the hash family or the normalisation changes
-
-
 def signature_deps(run) -> dict:
     """Everything a signature depends on: a change to any of these invalidates the kept ones."""
     a = run.args
-    return {"version": SIG_VERSION, "input_fingerprint": run.input_fingerprint,
+    return {"version": minhash.SIGNATURE_VERSION, "input_fingerprint": run.input_fingerprint,
             "ngram": a.ngram, "num_perm": a.num_perm, "seed": a.seed}
 
 
@@ -279,6 +279,22 @@ def keep_store(work: Path, dest: Path, results: list[dict], run, band_pairs: int
                                    band_pairs=int(band_pairs))
     out["bytes"] = sum(out[n]["bytes"] for n in ("signatures", "bands", "candidates"))
     return out
+
+
+def removed_deps(run) -> dict:
+    """What the removed rows depend on: the candidates, and the threshold."""
+    return {**candidate_deps(run), "threshold": run.args.threshold}
+
+
+def keep_removed(work: Path, dest: Path, run) -> dict:
+    """Keep the rows this run removed (sorted global rows of its input) beside the band
+    hashes: with both, verify.py has the band hashes of every document of this output
+    instead of computing them again (pipeline.kept_bands)."""
+    target = dest / "removed"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir()
+    os.replace(work / "removed.npy", target / "removed.npy")
+    return keep_whole(target, removed_deps(run), "removed.npy")
 
 
 def link_kept(units: list[Unit], sig_src: list, band_src: list, work: Path) -> list[dict] | None:
@@ -511,7 +527,8 @@ def kept_line(kept: dict, n_docs: int) -> str:
         return reuse + "; signatures not kept (--no-keep-signatures)"
     per_doc = kept["bytes"] / n_docs if n_docs else 0
     return (f"{reuse}; kept signatures and band hashes: {human_bytes(kept['bytes'])} "
-            f"({per_doc:.0f} bytes per document) in signatures/, bands/ and candidates/")
+            f"({per_doc:.0f} bytes per document) in signatures/, bands/, candidates/ and "
+            f"removed/")
 
 
 # --------------------------------------------------------------------------------------

@@ -253,19 +253,25 @@ def sample_every(docs: int, nbytes: int, min_sample: int = 200) -> int:
 
 
 def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids: str,
-              every: int, num_perm: int, ngram: int, seed: int, bands: int, rows: int) -> None:
+              every: int, num_perm: int, ngram: int, seed: int, bands: int, rows: int,
+              band_sources: list) -> None:
     """Task `rank`: band hashes of unit `rank`'s documents (band/RANK.npy, b x n), which of
     them are train documents (train/RANK.npy), its val documents and its sample
-    (val-RANK.parquet, sample-RANK.parquet)."""
+    (val-RANK.parquet, sample-RANK.parquet). The band hashes are dedup_minhash.py's kept
+    ones when band_sources[rank] gives them (pipeline.kept_bands), else computed here."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from algorithms import minhash
+    from pipeline.kept_bands import band_rows
     from pipeline.progress import task_progress
     from pipeline.units import Unit, read_unit
 
     unit, w = Unit(**units[rank]), Path(work)
+    kept_band = band_rows(band_sources[rank], unit.row_start, unit.rows)
+    if kept_band is not None and kept_band.shape[0] != bands:
+        kept_band = None
     for d in ("band", "train"):
         (w / d).mkdir(parents=True, exist_ok=True)
     val = set(Path(val_ids).read_text(encoding="utf-8").splitlines())
@@ -277,7 +283,10 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
     for b in read_unit(unit, columns=["id", "text"], batch_rows=2048):
         ids, texts = [str(i) for i in b.column(0).to_pylist()], b.column(1).to_pylist()
         n = len(ids)
-        band[:, start:start + n] = minhash.band_hashes(mh.signatures(texts), bands, rows)
+        if kept_band is not None:
+            band[:, start:start + n] = kept_band[:, start:start + n]
+        else:
+            band[:, start:start + n] = minhash.band_hashes(mh.signatures(texts), bands, rows)
         for k, (i, t) in enumerate(zip(ids, texts)):
             if t is None:
                 continue        # pack skipped it: in neither file
@@ -298,14 +307,17 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
                              "text": strings([t for _, t in vals])}), w / f"val-{rank:05d}.parquet")
     pq.write_table(pa.table({"text": strings(sample)}), w / f"sample-{rank:05d}.parquet")
     from pipeline.task_results import save_task_result
-    save_task_result(work, "scan", rank, {"docs": docs, "val": len(vals), "sample": len(sample)})
+    save_task_result(work, "scan", rank, {"docs": docs, "val": len(vals), "sample": len(sample),
+                                          "bands_kept": kept_band is not None})
 
 
 def scan_corpus(ctx: Context) -> dict:
     """Run the scan; the val documents' texts, the sample, and where the band hashes are."""
     import pyarrow.parquet as pq
 
+    from algorithms.minhash import SIGNATURE_VERSION
     from pipeline.executors import run_tasks
+    from pipeline.kept_bands import output_band_sources
     from pipeline.task_results import load_task_results
     from pipeline.units import plan_units, unit_offsets
 
@@ -318,11 +330,12 @@ def scan_corpus(ctx: Context) -> dict:
     c = ctx.pack_counts
     every = sample_every(int(c.get("docs_out", 0)), int(c.get("bytes_out", 0)))
     mh = minhash_config(ctx)
+    sources, band_note = output_band_sources(ctx.input_dir, mh, SIGNATURE_VERSION)
     ctx.phases["scan"] = run_tasks(
         scan_unit, len(units), ctx.args, work / "_logs", "verify",
         total_docs=sum(u.rows for u in units), total_bytes=sum(u.text_bytes for u in units),
         units=[u.to_dict() for u in units], work=str(work), val_ids=str(ids_file),
-        every=every, **mh)
+        every=every, **mh, band_sources=[sources.get(Path(u.shard).name) for u in units])
     res = load_task_results(work, "scan", len(units))
     val = {}
     for r in range(len(units)):
@@ -331,7 +344,8 @@ def scan_corpus(ctx: Context) -> dict:
     sample = [x for r in range(len(units))
               for x in pq.ParquetFile(work / f"sample-{r:05d}.parquet").read().column("text").to_pylist()]
     return {"val": val, "sample": sample, "docs": sum(r["docs"] for r in res), "units": units,
-            "offsets": unit_offsets(units), "work": work, "minhash": mh}
+            "offsets": unit_offsets(units), "work": work, "minhash": mh,
+            "bands_kept": sum(r["bands_kept"] for r in res), "band_note": band_note}
 
 
 def count_token(path: Path, token: int, chunk: int) -> tuple[int, int, int | None]:
@@ -665,6 +679,9 @@ def check_val_overlap(ctx: Context) -> Item:
     it.figures.append(f"near-duplicate: MinHash candidates from LSH bands, Jaccard >= "
                       f"{ctx.args.near_dup_threshold}: {len(near)} pairs ({len(cands)} "
                       f"candidate pairs compared, highest similarity {best:.2f})")
+    it.figures.append(f"train band hashes: dedup_minhash.py's kept ones for {scan['bands_kept']} "
+                      f"of {len(scan['units'])} units, the rest computed here"
+                      + ("" if scan["bands_kept"] else f" ({scan['band_note']})"))
     if near:
         it.fail(f"val documents with near-duplicates in train: "
                 f"{', '.join(f'{i} ({s:.2f})' for i, s in near[:5])}",

@@ -31,6 +31,7 @@ from .minhash_fast import EMPTY, LONG_TEXT, _char_map, _code_points, _raw_pieces
 
 MASK64 = (1 << 64) - 1
 ALL_PAIRS_MAX = 64           # buckets up to this size: every pair is a candidate
+SIGNATURE_VERSION = 1        # bump when the hash family or the normalisation changes
 
 
 # --------------------------------------------------------------------------------------

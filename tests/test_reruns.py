@@ -293,7 +293,7 @@ def test_minhash_rerun_reuses_signatures_and_equals_fresh(dedup_first, tmp_path,
 def test_minhash_kept_files_cost_and_keys(dedup_first):
     m = json.loads((dedup_first / "dedup" / "manifest.json").read_text())
     k = m["kept"]
-    on_disk = sum(p.stat().st_size for n in ("signatures", "bands", "candidates")
+    on_disk = sum(p.stat().st_size for n in ("signatures", "bands", "candidates", "removed")
                   for p in (dedup_first / "dedup" / n).iterdir())
     assert k["bytes"] == on_disk
     deps = k["signatures"]["depends_on"]
@@ -302,6 +302,9 @@ def test_minhash_kept_files_cost_and_keys(dedup_first):
                     "num_perm": 128, "seed": 1}
     assert k["bands"]["depends_on"] == {**deps, "bands": 16, "rows": 8}
     assert k["candidates"]["depends_on"] == {**deps, "bands": 16, "rows": 8, "all_pairs_max": 64}
+    assert k["removed"]["depends_on"] == {**k["candidates"]["depends_on"], "threshold": 0.8}
+    removed = np.load(dedup_first / "dedup" / "removed" / "removed.npy")
+    assert len(removed) == m["counts"]["removed"]["near_duplicate"] and (np.diff(removed) > 0).all()
     # the kept candidates are the run's: every candidate pair, with its matching positions
     kept = np.load(dedup_first / "dedup" / "candidates" / "pairs.npy")
     assert kept.shape == (m["counts"]["candidates"], 3) and (kept[:, 0] < kept[:, 1]).all()

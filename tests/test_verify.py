@@ -148,3 +148,59 @@ def test_bins_are_read_in_chunks(pipeline_layout):
 def test_bad_arguments_are_one_line(tmp_path):
     cp = run_script("verify.py", "--data-dir", tmp_path / "nope", check=False)
     assert cp.returncode == 2 and "Traceback" not in cp.stderr and "make demo" in cp.stderr
+
+
+def _minhash_settings(dedup: Path) -> dict:
+    cfg = json.loads((dedup / "manifest.json").read_text())["config"]
+    return {k: cfg[k] for k in ("num_perm", "ngram", "seed", "bands", "rows")}
+
+
+def test_kept_band_hashes_are_the_ones_the_texts_give(pipeline_layout):
+    """dedup_minhash.py's kept band hashes, less its removed rows, are for every document
+    of its output the band hashes its text gives (the sample removes near-duplicates
+    from several units, so the rows really are picked out)."""
+    from algorithms import minhash
+    from pipeline.kept_bands import band_rows, output_band_sources
+
+    d = pipeline_layout / "dedup"
+    mh = _minhash_settings(d)
+    sources, note = output_band_sources(d, mh, minhash.SIGNATURE_VERSION)
+    files = sorted(d.glob("part-*.parquet"))
+    assert files and set(sources) == {f.name for f in files}, note
+    hasher = minhash.MinHasher(mh["num_perm"], mh["ngram"], mh["seed"])
+    thinned = 0
+    for f in files:
+        texts = pq.read_table(f, columns=["text"]).column("text").to_pylist()
+        want = minhash.band_hashes(hasher.signatures(texts), mh["bands"], mh["rows"])
+        src = sources[f.name]
+        thinned += src["hi"] - src["lo"] > len(texts)
+        assert np.array_equal(band_rows(src, 0, len(texts)), want), f.name
+        assert np.array_equal(band_rows(src, 3, 5), want[:, 3:8]), f.name
+        assert band_rows(src, len(texts) - 2, 5) is None          # past the file's rows
+    assert thinned >= 2
+    # other MinHash settings, or another signature version: nothing is used
+    assert output_band_sources(d, {**mh, "rows": 4, "bands": 32}, minhash.SIGNATURE_VERSION)[0] == {}
+    assert output_band_sources(d, mh, minhash.SIGNATURE_VERSION + 1)[0] == {}
+    assert output_band_sources(pipeline_layout / "dedup_exact", mh, minhash.SIGNATURE_VERSION)[0] == {}
+
+
+def test_verify_reuses_the_kept_band_hashes_and_checks_them(broken, tmp_path):
+    cp, _ = run_verify(broken, tmp_path)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-2000:]
+    n = len(list((broken / "dedup").glob("part-*.parquet")))
+    assert f"dedup_minhash.py's kept ones for {n} of {n} units" in item_text(cp.stdout, 8)
+    # a kept band file that is not the one its index names is not read: computed instead
+    band = sorted((broken / "dedup" / "bands").glob("*.npy"))[1]
+    raw = bytearray(band.read_bytes())
+    raw[-1] ^= 0xFF
+    band.write_bytes(bytes(raw))
+    cp, _ = run_verify(broken, tmp_path)
+    assert cp.returncode == 0 and status(cp.stdout) == {k: "PASS" for k in range(1, 11)}
+    assert f"kept ones for {n - 1} of {n} units" in item_text(cp.stdout, 8)
+    # the removed rows changed: no kept band hash is used, and the note says why
+    removed = broken / "dedup" / "removed" / "removed.npy"
+    np.save(removed, np.load(removed)[1:])
+    cp, _ = run_verify(broken, tmp_path)
+    assert cp.returncode == 0 and status(cp.stdout) == {k: "PASS" for k in range(1, 11)}
+    text8 = item_text(cp.stdout, 8)
+    assert f"kept ones for 0 of {n} units" in text8 and "not the file its index names" in text8
