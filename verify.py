@@ -620,20 +620,20 @@ def minhash_config(ctx: Context) -> dict:
 
 def val_candidates(scan: dict, vband: np.ndarray) -> list[tuple[int, int]]:
     """(train global index, val index) pairs that share a band hash: every pair LSH would
-    compare, found band by band with numpy over the scan's band files."""
+    compare, found unit by unit with numpy over the scan's band files (each read once)."""
     work, units = scan["work"], scan["units"]
-    pairs = set()
+    where: list[dict[int, list[int]]] = [{} for _ in range(vband.shape[0])]
     for j in range(vband.shape[0]):
-        where: dict[int, list[int]] = {}
         for k, h in enumerate(vband[j]):
-            where.setdefault(int(h), []).append(k)
-        keys = np.array(sorted(where), dtype=np.uint64)
-        for r in range(len(units)):
-            tb = np.load(work / "band" / f"{r:05d}.npy", mmap_mode="r")[j]
-            train = np.load(work / "train" / f"{r:05d}.npy")
-            hit = np.flatnonzero(np.isin(tb, keys) & train)
-            for d in hit:
-                for k in where[int(tb[d])]:
+            where[j].setdefault(int(h), []).append(k)
+    keys = [np.array(sorted(w), dtype=np.uint64) for w in where]
+    pairs = set()
+    for r in range(len(units)):
+        tb = np.load(work / "band" / f"{r:05d}.npy")
+        train = np.load(work / "train" / f"{r:05d}.npy")
+        for j in range(vband.shape[0]):
+            for d in np.flatnonzero(np.isin(tb[j], keys[j]) & train):
+                for k in where[j][int(tb[j, d])]:
                     pairs.add((int(scan["offsets"][r] + d), k))
     return sorted(pairs)
 
