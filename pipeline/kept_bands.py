@@ -7,16 +7,17 @@ sorted global rows of its input). Output file part-XXXXX.parquet holds the rows 
 unit XXXXX that were not removed, in order; so the band hashes of its rows are that
 unit's band file without the removed columns:
 
-    sources, note = output_band_sources(folder, minhash_config)
+    sources, note = output_band_sources(folder, minhash_settings, SIGNATURE_VERSION)
     band = band_rows(sources[shard_name], row_start, rows)    # b x rows, or None
 
 Everything is checked before use, and anything that does not check out gives None (the
-caller then computes the signatures, as without a store): the stores must have been made
-with the same MinHash settings and signature version, on the input the manifest names;
-their index files must be the ones the manifest records; the removed rows (checked once,
-by the caller) and each band file must match their digests; and each unit's rows less
-the removed ones must be the output file's row count, and the output file must still be
-the one its manifest records (its digest: a task reads its unit's file anyway).
+caller then computes the signatures, as without a store): the band hashes must have been
+made with the same MinHash settings and signature version, on the input the manifest
+names, and the removed rows at the threshold it names; the removed rows (checked once,
+here; each task gets its unit's rows to keep) and each band file must match their
+digests; each unit's rows less the removed ones must be the output file's row count; and
+the output file must still be the one its manifest records (its digest: a task reads its
+unit's file anyway).
 """
 
 from __future__ import annotations
@@ -26,10 +27,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-import xxhash
 
 from .filter_phase import keep_mask
-from .kept_store import INDEX, read_verified
+from .kept_store import KeptStore, load_whole, read_verified
 from .manifest import MANIFEST
 
 
@@ -50,20 +50,18 @@ def output_band_sources(folder: str | Path, mh: dict, signature_version: int
         return {}, "dedup_minhash.py kept no band hashes (--no-keep-signatures)"
     want = {"version": signature_version, "input_fingerprint": (m.get("input") or {}).get("fingerprint"),
             **{k: mh[k] for k in ("ngram", "num_perm", "seed", "bands", "rows")}}
-    bands_idx = _index(folder / "bands", kept["bands"])
-    removed_idx = _index(folder / "removed", kept["removed"])
-    if bands_idx is None or removed_idx is None:
-        return {}, "a kept index is not the one the manifest records"
-    if {k: bands_idx["depends_on"].get(k) for k in want} != want:
-        return {}, "the kept band hashes were made with other MinHash settings"
-    entries = sorted(bands_idx["files"], key=lambda e: e["name"])
-    removed_file = removed_idx["files"][0] if len(removed_idx["files"]) == 1 else None
-    if removed_file is None:
-        return {}, "the removed rows are not one file"
-    removed = str(folder / "removed" / removed_file["name"])
-    if read_verified({"path": removed, "size": removed_file["size"],
-                      "xxh3_128": removed_file["xxh3_128"]}) is None:
-        return {}, f"{removed}: not the file its index names"
+    store, why = KeptStore.open(folder / "bands", want)   # what bands/ depends on, exactly
+    if store is None:
+        return {}, f"kept band hashes not used: {why}"
+    deps = kept["removed"].get("depends_on") or {}
+    if {k: deps.get(k) for k in want} != want or \
+            deps.get("threshold") != (m.get("config") or {}).get("threshold"):
+        return {}, "the kept removed rows are not this output's"
+    data, _, why = load_whole(folder / "removed", deps)
+    if data is None:
+        return {}, f"kept removed rows not used: {why}"
+    removed = np.load(io.BytesIO(data))
+    entries = sorted((e for v in store.by_shard.values() for e in v), key=lambda e: e["name"])
     starts = np.concatenate([[0], np.cumsum([e["rows"] for e in entries])]).tolist()
     out: dict[str, dict] = {}
     for f in m.get("files", []):
@@ -79,20 +77,9 @@ def output_band_sources(folder: str | Path, mh: dict, signature_version: int
                               "xxh3_128": e["xxh3_128"]},
                      "file": {"path": str(folder / name), "size": f.get("size"),
                               "xxh3_128": f.get("xxh3_128")},
-                     "removed": removed, "lo": starts[u], "hi": starts[u + 1],
+                     "keep": keep_mask(removed, starts[u], starts[u + 1]),
                      "rows": int(f.get("rows", -1))}
     return out, f"band hashes: dedup_minhash.py's, kept in {folder / 'bands'}"
-
-
-def _index(store: Path, recorded: dict) -> dict | None:
-    """A kept store's index, when its bytes are the ones the manifest recorded."""
-    try:
-        data = (store / INDEX).read_bytes()
-    except OSError:
-        return None
-    if xxhash.xxh3_128_hexdigest(data) != recorded.get("index_xxh3_128"):
-        return None
-    return json.loads(data)
 
 
 def band_rows(source: dict | None, row_start: int, rows: int) -> np.ndarray | None:
@@ -105,11 +92,9 @@ def band_rows(source: dict | None, row_start: int, rows: int) -> np.ndarray | No
     if band_bytes is None or read_verified(source["file"]) is None:   # the file changed since
         return None
     band = np.load(io.BytesIO(band_bytes))
-    removed = np.load(source["removed"], mmap_mode="r")   # its digest: checked by the driver
-    lo, hi = source["lo"], source["hi"]
-    if band.ndim != 2 or band.shape[1] != hi - lo:
+    if band.ndim != 2 or band.shape[1] != len(source["keep"]):
         return None
-    kept = np.flatnonzero(keep_mask(removed, lo, hi))
+    kept = np.flatnonzero(source["keep"])
     if len(kept) != source["rows"] or row_start + rows > len(kept):
         return None
     return np.ascontiguousarray(band[:, kept[row_start:row_start + rows]])

@@ -155,7 +155,7 @@ def _minhash_settings(dedup: Path) -> dict:
     return {k: cfg[k] for k in ("num_perm", "ngram", "seed", "bands", "rows")}
 
 
-def test_kept_band_hashes_are_the_ones_the_texts_give(pipeline_layout):
+def test_kept_band_hashes_are_the_ones_the_texts_give(pipeline_layout, tmp_path):
     """dedup_minhash.py's kept band hashes, less its removed rows, are for every document
     of its output the band hashes its text gives (the sample removes near-duplicates
     from several units, so the rows really are picked out)."""
@@ -173,7 +173,7 @@ def test_kept_band_hashes_are_the_ones_the_texts_give(pipeline_layout):
         texts = pq.read_table(f, columns=["text"]).column("text").to_pylist()
         want = minhash.band_hashes(hasher.signatures(texts), mh["bands"], mh["rows"])
         src = sources[f.name]
-        thinned += src["hi"] - src["lo"] > len(texts)
+        thinned += len(src["keep"]) > len(texts)
         assert np.array_equal(band_rows(src, 0, len(texts)), want), f.name
         assert np.array_equal(band_rows(src, 3, 5), want[:, 3:8]), f.name
         assert band_rows(src, len(texts) - 2, 5) is None          # past the file's rows
@@ -182,6 +182,14 @@ def test_kept_band_hashes_are_the_ones_the_texts_give(pipeline_layout):
     assert output_band_sources(d, {**mh, "rows": 4, "bands": 32}, minhash.SIGNATURE_VERSION)[0] == {}
     assert output_band_sources(d, mh, minhash.SIGNATURE_VERSION + 1)[0] == {}
     assert output_band_sources(pipeline_layout / "dedup_exact", mh, minhash.SIGNATURE_VERSION)[0] == {}
+    # removed rows kept at another threshold than the output's: not this output's rows
+    c = tmp_path / "dedup"
+    shutil.copytree(d, c)
+    m = json.loads((c / "manifest.json").read_text())
+    m["config"]["threshold"] = 0.9
+    (c / "manifest.json").write_text(json.dumps(m))
+    got, note = output_band_sources(c, mh, minhash.SIGNATURE_VERSION)
+    assert got == {} and "removed rows are not this output's" in note
 
 
 def test_verify_reuses_the_kept_band_hashes_and_checks_them(broken, tmp_path):
@@ -203,4 +211,4 @@ def test_verify_reuses_the_kept_band_hashes_and_checks_them(broken, tmp_path):
     cp, _ = run_verify(broken, tmp_path)
     assert cp.returncode == 0 and status(cp.stdout) == {k: "PASS" for k in range(1, 11)}
     text8 = item_text(cp.stdout, 8)
-    assert f"kept ones for 0 of {n} units" in text8 and "not the file its index names" in text8
+    assert f"kept ones for 0 of {n} units" in text8 and "removed.npy: digest mismatch" in text8
