@@ -14,8 +14,8 @@ Everything is checked before use, and anything that does not check out gives Non
 caller then computes the signatures, as without a store): the band hashes must have been
 made with the same MinHash settings and signature version, on the input the manifest
 names, and the removed rows at the threshold it names; the removed rows (checked once,
-here; each task gets its unit's rows to keep) and each band file must match their
-digests; each unit's rows less the removed ones must be the output file's row count; and
+by output_band_sources; each task then reads the few pages it needs) and each band file
+must match their digests; each unit's rows less the removed ones must be the output file's row count; and
 the output file must still be the one its manifest records (its digest: a task reads its
 unit's file anyway).
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .filter_phase import keep_mask
-from .kept_store import KeptStore, load_whole, read_verified
+from .kept_store import KeptStore, read_verified
 from .manifest import MANIFEST
 
 
@@ -57,10 +57,14 @@ def output_band_sources(folder: str | Path, mh: dict, signature_version: int
     if {k: deps.get(k) for k in want} != want or \
             deps.get("threshold") != (m.get("config") or {}).get("threshold"):
         return {}, "the kept removed rows are not this output's"
-    data, _, why = load_whole(folder / "removed", deps)
-    if data is None:
-        return {}, f"kept removed rows not used: {why}"
-    removed = np.load(io.BytesIO(data))
+    rstore, why = KeptStore.open(folder / "removed", deps)
+    entry = (rstore.by_shard.get("") or [None])[0] if rstore else None
+    if entry is None:
+        return {}, f"kept removed rows not used: {why or 'not one file'}"
+    removed = {"path": str(folder / "removed" / entry["name"]), "size": entry["size"],
+               "xxh3_128": entry["xxh3_128"]}
+    if read_verified(removed) is None:
+        return {}, f"kept removed rows not used: {entry['name']}: digest mismatch"
     entries = sorted((e for v in store.by_shard.values() for e in v), key=lambda e: e["name"])
     starts = np.concatenate([[0], np.cumsum([e["rows"] for e in entries])]).tolist()
     out: dict[str, dict] = {}
@@ -77,7 +81,7 @@ def output_band_sources(folder: str | Path, mh: dict, signature_version: int
                               "xxh3_128": e["xxh3_128"]},
                      "file": {"path": str(folder / name), "size": f.get("size"),
                               "xxh3_128": f.get("xxh3_128")},
-                     "keep": keep_mask(removed, starts[u], starts[u + 1]),
+                     "removed": removed["path"], "lo": starts[u], "hi": starts[u + 1],
                      "rows": int(f.get("rows", -1))}
     return out, f"band hashes: dedup_minhash.py's, kept in {folder / 'bands'}"
 
@@ -92,9 +96,11 @@ def band_rows(source: dict | None, row_start: int, rows: int) -> np.ndarray | No
     if band_bytes is None or read_verified(source["file"]) is None:   # the file changed since
         return None
     band = np.load(io.BytesIO(band_bytes))
-    if band.ndim != 2 or band.shape[1] != len(source["keep"]):
+    lo, hi = source["lo"], source["hi"]
+    if band.ndim != 2 or band.shape[1] != hi - lo:
         return None
-    kept = np.flatnonzero(source["keep"])
+    # checked against its digest by output_band_sources; read here only where it matters
+    kept = np.flatnonzero(keep_mask(np.load(source["removed"], mmap_mode="r"), lo, hi))
     if len(kept) != source["rows"] or row_start + rows > len(kept):
         return None
     return np.ascontiguousarray(band[:, kept[row_start:row_start + rows]])
