@@ -257,7 +257,9 @@ def test_hub_download_does_not_resume_into_another_commit(tmp_path):
     new = {f"data/train-0000{k}-of-00002.parquet": _parquet_bytes([f"new story {k}"])
            for k in range(2)}
     out, dl = tmp_path / "raw", tmp_path / "dl"
-    args = ("--dataset", "tinystories", "--output", out, "--download-dir", dl)
+    # one worker: file 0 is finished before file 1 fails (with two, file 1's failure can
+    # stop the run while file 0 is still downloading, and nothing is finished)
+    args = ("--dataset", "tinystories", "--output", out, "--download-dir", dl, "--workers", "1")
     with HubServer() as hub:
         hub.publish(repo, old)
         hub.withheld.add("data/train-00001-of-00002.parquet")
