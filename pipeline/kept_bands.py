@@ -15,9 +15,9 @@ caller then computes the signatures, as without a store): the band hashes must h
 made with the same MinHash settings and signature version, on the input the manifest
 names, and the removed rows at the threshold it names; the removed rows (checked once,
 by output_band_sources; each task then reads the few pages it needs) and each band file
-must match their digests; each unit's rows less the removed ones must be the output file's row count; and
-the output file must still be the one its manifest records (its digest: a task reads its
-unit's file anyway).
+must match their digests; each unit's rows less the removed ones must be the output
+file's row count; and the output file must still be the one its manifest records (its
+digest: a task reads its unit's file anyway).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .filter_phase import keep_mask
-from .kept_store import KeptStore, read_verified
+from .kept_store import KeptStore, read_verified, whole_piece
 from .manifest import MANIFEST
 
 
@@ -57,14 +57,11 @@ def output_band_sources(folder: str | Path, mh: dict, signature_version: int
     if {k: deps.get(k) for k in want} != want or \
             deps.get("threshold") != (m.get("config") or {}).get("threshold"):
         return {}, "the kept removed rows are not this output's"
-    rstore, why = KeptStore.open(folder / "removed", deps)
-    entry = (rstore.by_shard.get("") or [None])[0] if rstore else None
-    if entry is None:
-        return {}, f"kept removed rows not used: {why or 'not one file'}"
-    removed = {"path": str(folder / "removed" / entry["name"]), "size": entry["size"],
-               "xxh3_128": entry["xxh3_128"]}
-    if read_verified(removed) is None:
-        return {}, f"kept removed rows not used: {entry['name']}: digest mismatch"
+    removed, _, why = whole_piece(folder / "removed", deps)
+    if removed is not None and read_verified(removed) is None:
+        why = f"{Path(removed['path']).name}: digest mismatch"
+    if why:
+        return {}, f"kept removed rows not used: {why}"
     entries = sorted((e for v in store.by_shard.values() for e in v), key=lambda e: e["name"])
     starts = np.concatenate([[0], np.cumsum([e["rows"] for e in entries])]).tolist()
     out: dict[str, dict] = {}

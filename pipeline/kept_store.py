@@ -214,20 +214,29 @@ def keep_whole(folder: str | os.PathLike, depends_on: dict, name: str, **extra) 
     return write_index(folder, depends_on, [e])
 
 
-def load_whole(folder: str | os.PathLike, depends_on: dict) -> tuple[bytes | None, dict, str]:
-    """The file of a keep_whole store made for `depends_on`, when its digest checks out:
-    (bytes, its extra counts, ""); else (None, {}, why)."""
+def whole_piece(folder: str | os.PathLike, depends_on: dict) -> tuple[dict | None, dict, str]:
+    """Where the file of a keep_whole store made for `depends_on` is, unread: (piece for
+    read_verified, its extra counts, ""); else (None, {}, why)."""
     store, why = KeptStore.open(folder, depends_on)
     if store is None:
         return None, {}, why
     if len(store.by_shard.get("", [])) != 1:
         return None, {}, "not a one-file store"
     e = store.by_shard[""][0]
-    data = read_verified({"path": str(Path(folder) / e["name"]), "size": e["size"],
-                          "xxh3_128": e["xxh3_128"]})
+    return ({"path": str(Path(folder) / e["name"]), "size": e["size"], "xxh3_128": e["xxh3_128"]},
+            _extra(e), "")
+
+
+def load_whole(folder: str | os.PathLike, depends_on: dict) -> tuple[bytes | None, dict, str]:
+    """The file of a keep_whole store made for `depends_on`, when its digest checks out:
+    (bytes, its extra counts, ""); else (None, {}, why)."""
+    piece, extra, why = whole_piece(folder, depends_on)
+    if piece is None:
+        return None, {}, why
+    data = read_verified(piece)
     if data is None:
-        return None, {}, f"{e['name']}: digest mismatch"
-    return data, _extra(e), ""
+        return None, {}, f"{Path(piece['path']).name}: digest mismatch"
+    return data, extra, ""
 
 
 def replace_dir(src: Path, dst: Path) -> None:
