@@ -103,7 +103,7 @@ def train_hf(batches: Iterable[list[str]], vocab_size: int, min_frequency: int,
 KEY_BITS = 21                 # a pair key is (left << KEY_BITS) | right
 KEY_MASK = (1 << KEY_BITS) - 1
 # columns of the per-pair table
-P_KEY, P_COUNT, P_START, P_LEN, P_LAST = range(5)
+P_KEY, P_COUNT, P_START, P_LEN = range(4)
 # columns of the per-position table
 SYM, NXT, PRV, CNT = range(4)
 # a merge visits its pair's positions in order, from all over the sample: the row of the
@@ -116,58 +116,18 @@ def _key(a, b):
     return (np.int64(a) << KEY_BITS) | np.int64(b)
 
 
-@njit(cache=True, inline="always")
-def _hslot(key, mask):
-    return np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
-
-
 @njit(cache=True)
-def _find(table, key):
-    """The pair index of key in the open-addressing table (key, index), or -1."""
-    mask = len(table) - 1
-    i = _hslot(key, mask)
-    while True:
-        k = table[i, 0]
-        if k == key:
-            return table[i, 1]
-        if k == -1:
-            return -1
-        i = (i + 1) & mask
-
-
-@njit(cache=True)
-def _put(table, key, p):
-    mask = len(table) - 1
-    i = _hslot(key, mask)
-    while table[i, 0] != -1:
-        i = (i + 1) & mask
-    table[i, 0] = key
-    table[i, 1] = p
-
-
-@njit(cache=True)
-def _pair(table, pairs, n, key):
-    """(table, pairs, n, index) of the pair key, added (count 0, no words) when new;
-    the arrays grow as needed and are returned."""
-    p = _find(table, key)
-    if p >= 0:
-        return table, pairs, n, p
-    if 2 * (n + 1) > len(table):
-        bigger = np.full((2 * len(table), 2), -1, np.int64)
-        for i in range(len(table)):
-            if table[i, 0] != -1:
-                _put(bigger, table[i, 0], table[i, 1])
-        table = bigger
+def _new_pair(pairs, n, key):
+    """(pairs, n + 1, n): the pair key added as row n (count 0, no positions yet); the
+    table doubles when full."""
     if n == len(pairs):
-        more = np.zeros((2 * len(pairs), 5), np.int64)
+        more = np.zeros((2 * len(pairs), 4), np.int64)
         more[:n] = pairs[:n]
         pairs = more
-    _put(table, key, n)
     pairs[n, P_KEY] = key
     pairs[n, P_COUNT] = 0
     pairs[n, P_LEN] = 0
-    pairs[n, P_LAST] = -1
-    return table, pairs, n + 1, n
+    return pairs, n + 1, n
 
 
 @njit(cache=True)
@@ -231,7 +191,10 @@ def _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges, min_frequency):
     and scans each of them whole at every merge, each pair keeps the positions where it
     occurs, in order (a word's symbols are linked, a merged-away symbol is -1); a pair
     holds the newest of its two symbols, so all its positions appear in one merge. A
-    position whose pair has changed since is skipped. Returns (pairs, counts)."""
+    position whose pair has changed since is skipped. Each position also knows the pair
+    that starts there, so a neighbour's old pair is read, not looked up: no table of
+    pairs by key (a pair (x, new) is new in merge k, and made once per x). Returns
+    (pairs, counts)."""
     n_sym = len(wbuf)
     # one row per position, its four fields side by side (one cache line holds four
     # positions; a merge visits positions all over the sample, and prefetches the row of
@@ -246,18 +209,16 @@ def _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges, min_frequency):
             node[i, NXT] = i + 1 if i + 1 < s + m else -1
             node[i, PRV] = i - 1 if i > s else -1
             node[i, CNT] = wcount[w]
-    table = np.full((1 << 16, 2), -1, np.int64)
-    pairs = np.zeros((1 << 14, 5), np.int64)
+    pairs = np.zeros((1 << 14, 4), np.int64)
     n_pairs = 0
-    at = np.full(n_sym, -1, np.int32)   # the pair starting at each position
+    at = np.full(n_sym, -1, np.int32)   # the pair starting at each position (-1: none)
     byte_pair = np.full(1 << 16, -1, np.int64)   # the pairs of two bytes, by a * 256 + b
     for i in range(n_sym):
         if node[i, NXT] != -1:
             d = node[i, SYM] * 256 + node[i + 1, SYM]
             p = byte_pair[d]
             if p < 0:
-                table, pairs, n_pairs, p = _pair(table, pairs, n_pairs,
-                                                 _key(node[i, SYM], node[i + 1, SYM]))
+                pairs, n_pairs, p = _new_pair(pairs, n_pairs, _key(node[i, SYM], node[i + 1, SYM]))
                 byte_pair[d] = p
             pairs[p, P_COUNT] += node[i, CNT]
             pairs[p, P_LEN] += 1
@@ -274,7 +235,6 @@ def _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges, min_frequency):
         if p >= 0:
             pool[pairs[p, P_START] + pairs[p, P_LEN]] = i
             pairs[p, P_LEN] += 1
-    at = np.empty(0, np.int32)
     # a pair's count only falls once it is formed: one seen fewer than min_frequency times
     # could never be merged, and stays out of the heap
     least = max(1, min_frequency)
@@ -288,14 +248,12 @@ def _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges, min_frequency):
         _sift(heap, n_heap, i)
 
     events = np.empty((1 << 16, 2), np.int32)   # (new pair, position) formed by a merge
-    # within one merge, the pairs a neighbouring symbol x loses and gains, by x: (x, a)
-    # and (x, new) on the left, (b, x) and (new, x) on the right; valid when stamped k
+    # within one merge, the pair a neighbouring symbol x gains, by x: (x, new) on the
+    # left, (new, x) on the right; valid when stamped k
     n_ids = 256 + n_merges
     left_k = np.full(n_ids, -1, np.int64)
-    left_old = np.empty(n_ids, np.int64)
     left_new = np.empty(n_ids, np.int64)
     right_k = np.full(n_ids, -1, np.int64)
-    right_old = np.empty(n_ids, np.int64)
     right_new = np.empty(n_ids, np.int64)
     merges = np.zeros((n_merges, 2), np.int64)
     counts = np.zeros(n_merges, np.int64)
@@ -321,8 +279,10 @@ def _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges, min_frequency):
         n_ev = 0
         e_end = pairs[p, P_START] + pairs[p, P_LEN]
         for e in range(pairs[p, P_START], e_end):
-            if e + PREFETCH_AHEAD < e_end:   # its row comes from memory meanwhile
-                prefetch(node, pool[e + PREFETCH_AHEAD])
+            if e + PREFETCH_AHEAD < e_end:   # its rows come from memory meanwhile
+                ahead = pool[e + PREFETCH_AHEAD]
+                prefetch(node, ahead)
+                prefetch(at, ahead)
             i = pool[e]
             if node[i, SYM] != a:
                 continue
@@ -335,12 +295,12 @@ def _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges, min_frequency):
                 x = node[h, SYM]
                 if left_k[x] != k:
                     left_k[x] = k
-                    left_old[x] = _find(table, _key(x, a))
-                    table, pairs, n_pairs, q = _pair(table, pairs, n_pairs, _key(x, new))
+                    pairs, n_pairs, q = _new_pair(pairs, n_pairs, _key(x, new))
                     left_new[x] = q
-                pairs[left_old[x], P_COUNT] -= c
+                pairs[at[h], P_COUNT] -= c
                 q = left_new[x]
                 pairs[q, P_COUNT] += c
+                at[h] = q
                 if n_ev == len(events):
                     events = _grow(events, n_ev + 1)
                 events[n_ev, 0], events[n_ev, 1] = q, h
@@ -350,16 +310,18 @@ def _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges, min_frequency):
                 y = node[g, SYM]
                 if right_k[y] != k:
                     right_k[y] = k
-                    right_old[y] = _find(table, _key(b, y))
-                    table, pairs, n_pairs, q = _pair(table, pairs, n_pairs, _key(new, y))
+                    pairs, n_pairs, q = _new_pair(pairs, n_pairs, _key(new, y))
                     right_new[y] = q
-                pairs[right_old[y], P_COUNT] -= c
+                pairs[at[j], P_COUNT] -= c
                 q = right_new[y]
                 pairs[q, P_COUNT] += c
+                at[i] = q
                 if n_ev == len(events):
                     events = _grow(events, n_ev + 1)
                 events[n_ev, 0], events[n_ev, 1] = q, i
                 n_ev += 1
+            else:
+                at[i] = -1
             node[i, SYM] = new
             node[j, SYM] = -1
             node[i, NXT] = g
