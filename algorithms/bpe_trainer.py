@@ -407,8 +407,10 @@ def _chunk_words(buf, offsets, classes):
     return _dedupe(buf, starts, lengths, counts)
 
 
-def _unite(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+def unite_words(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
     """Several (bytes, lengths, counts) word lists as one, each word once."""
+    if not parts:
+        return np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64)
     if len(parts) == 1:
         return parts[0]
     buf = np.concatenate([p[0] for p in parts])
@@ -430,12 +432,10 @@ class WordUnion:
     def add(self, part) -> None:
         self.parts.append(part)
         if len(self.parts) > 1 and sum(len(p[0]) for p in self.parts[1:]) >= len(self.parts[0][0]):
-            self.parts[:] = [_unite(self.parts)]
+            self.parts[:] = [unite_words(self.parts)]
 
     def result(self):
-        if not self.parts:
-            return np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return _unite(self.parts)
+        return unite_words(self.parts)
 
 
 def words_of(buf: np.ndarray, offsets: np.ndarray):
