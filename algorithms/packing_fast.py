@@ -560,9 +560,10 @@ def bpe_tables(tok) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     Python: whether a tokenizer converts is known without compiling anything."""
     from .tokenizer_file import byte_decoder, byte_level_unsupported
 
-    if byte_level_unsupported(tok):
+    spec = json.loads(tok.to_str())
+    if byte_level_unsupported(tok, spec):
         return None
-    model = json.loads(tok.to_str())["model"]
+    model = spec["model"]
     vocab = model["vocab"]
     to_byte = byte_decoder()
     byte_char = {b: c for c, b in to_byte.items()}

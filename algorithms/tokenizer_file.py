@@ -11,17 +11,33 @@ EOS_TOKEN = "<|endoftext|>"
 SPECIAL_TOKENS = [EOS_TOKEN, "<|im_start|>", "<|im_end|>"] + [f"<|reserved_{i}|>" for i in range(8)]
 
 
+_LOADED: dict[tuple, object] = {}
+
+
 def load_tokenizer(path: str | os.PathLike):
-    """Load a tokenizers.Tokenizer from tokenizer.json, with a one-line error if unusable."""
+    """Load a tokenizers.Tokenizer from tokenizer.json, with a one-line error if unusable.
+
+    Loaded once per process while the file is unchanged (the same path, inode, size and
+    modification time): pack's driver needs it for its checks, its fast encoder and HF's,
+    and each load of a 32k vocabulary costs about 0.1 s. The object is shared: read it,
+    do not modify it (ordinary_tokenizer makes a modified copy)."""
     from tokenizers import Tokenizer
 
     p = Path(path)
-    if not p.exists():
-        raise StageError(f"{p} not found; run train_tokenizer.py first")
     try:
-        return Tokenizer.from_file(str(p))
-    except Exception as e:  # tokenizers raises plain Exception subclasses
-        raise StageError(f"{p}: not a valid tokenizer.json ({str(e).splitlines()[0]})") from None
+        st = p.stat()
+    except FileNotFoundError:
+        raise StageError(f"{p} not found; run train_tokenizer.py first") from None
+    key = (str(p.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _LOADED:
+        try:
+            tok = Tokenizer.from_file(str(p))
+        except Exception as e:  # tokenizers raises plain Exception subclasses
+            raise StageError(f"{p}: not a valid tokenizer.json ({str(e).splitlines()[0]})") from None
+        if len(_LOADED) >= 4:
+            _LOADED.clear()
+        _LOADED[key] = tok
+    return _LOADED[key]
 
 
 # --------------------------------------------------------------------------------------
@@ -93,15 +109,17 @@ def byte_decoder() -> dict[str, int]:
     return {chr(c): b for b, c in zip(bs, cs)}
 
 
-def byte_level_unsupported(tok) -> str | None:
-    """Why `tok` is not a plain byte-level BPE (None when it is).
+def byte_level_unsupported(tok, spec: dict | None = None) -> str | None:
+    """Why `tok` is not a plain byte-level BPE (None when it is); `spec`: its JSON,
+    already parsed (json.loads(tok.to_str())), when the caller has it.
 
     The fast encoders (algorithms/packing_fast.py, tiktoken) reproduce only that: no normalizer,
     a ByteLevel pre-tokenizer with GPT-2's regex and no prefix space, and a BPE model
     without dropout, subword prefixes/suffixes, byte fallback or ignore_merges."""
     import json
 
-    spec = json.loads(tok.to_str())
+    if spec is None:
+        spec = json.loads(tok.to_str())
     model = spec.get("model") or {}
     pre = spec.get("pre_tokenizer") or {}
     if model.get("type") != "BPE":

@@ -212,14 +212,20 @@ def test_words_counted_from_arrow_buffers_and_united_equal_count_words():
         ends = np.cumsum(lengths)
         return {bytes(buf[e - n:e]): int(c) for e, n, c in zip(ends, lengths, counts)}
 
-    union = bt.WordUnion()
+    union, parts = bt.WordUnion(), []
     for b in batches(train, 300):
         # a sliced column: its offsets do not start at 0
         col = pa.array([""] + b, pa.string()).slice(1)
-        union.add(bt.words_of(*text_buffers(col)))
+        parts.append(bt.words_of(*text_buffers(col)))
+        union.add(parts[-1])
     got = union.result()
     want = bt.count_words(batches(train), threads=2)
     assert as_dict(got) == as_dict(want) and len(got[1]) == len(want[1])
+    # the stage's driver unites its tasks' words in one pass: the same words and counts
+    assert len(parts) > 2
+    flat = bt.unite_words(parts)
+    assert as_dict(flat) == as_dict(want) and len(flat[1]) == len(want[1])
+    assert [len(a) for a in bt.unite_words([])] == [0, 0, 0]
     buf, offsets = text_buffers(pa.array(train, pa.string()))
     for bits in (0, 3, 6):
         h1, n1 = sampled_pieces(buf, offsets, bits)

@@ -224,6 +224,33 @@ def test_compiled_bpe_matches_hf_on_gpt2_and_follows_the_merge_list(tok_path, tm
     assert all(enc.ids(t).tolist() == hf_ids(hf, t) for t in texts)
 
 
+def test_load_tokenizer_loads_a_file_once_and_again_once_it_changes(tok_path, tmp_path):
+    """pack's driver asks for the tokenizer several times (its checks, each encoder): one
+    load while the file is unchanged; a rewritten file (another tokenizer) is loaded
+    anew, as is the same file at another path."""
+    import os
+
+    p = tmp_path / "tokenizer.json"
+    p.write_bytes(Path(tok_path).read_bytes())
+    first = load_tokenizer(p)
+    assert load_tokenizer(p) is first and load_tokenizer(str(p)) is first
+    spec = json.loads(p.read_text())
+    spec["normalizer"] = {"type": "NFKC"}
+    tmp = tmp_path / "next.json"
+    tmp.write_text(json.dumps(spec))
+    os.replace(tmp, p)   # as train_tokenizer.py replaces its output
+    second = load_tokenizer(p)
+    assert second is not first and second.normalizer is not None
+    assert first.normalizer is None
+    other = tmp_path / "copy.json"
+    other.write_bytes(Path(tok_path).read_bytes())
+    assert load_tokenizer(other) is not first
+    with pytest.raises(StageError, match="not found"):
+        load_tokenizer(tmp_path / "missing.json")
+    with pytest.raises(StageError, match="not a valid tokenizer.json"):
+        load_tokenizer(tmp_path)
+
+
 def test_special_tokens_keep_their_ids_and_literal_eos_stays_text(tok_path):
     tok = load_tokenizer(tok_path)
     tt = to_tiktoken(tok)
