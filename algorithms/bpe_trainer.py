@@ -522,16 +522,19 @@ def train_words(words, vocab_size: int, min_frequency: int,
 
 # train_fast keeps each distinct word of GPT-2's pattern once, like BpeTrainer, so its
 # memory follows the distinct words and their bytes too, not the sample's size; per byte
-# of them it holds the symbol, its two links, its word's count and its place in its pair's
-# position list (4 bytes each, the list growing as merges form pairs), where BpeTrainer
-# holds a 32-byte symbol and a hash-set entry; per word, its start, length and count and
-# the hash table that counted it. Calibrated with bench/bench_tokenizer_memory.py
-# --trainers fast (the stage's peak, the process included) on the benchmark corpus: the
-# peak was 0.71-0.81 of this estimate on 12-45 MB of its Chinese documents and 0.76-0.82
+# of them it holds the symbol, its two links, its word's count, the pair starting there
+# and its place in its pair's position list (4 bytes each, the list growing as merges
+# form pairs), where BpeTrainer holds a 32-byte symbol and a hash-set entry; per word,
+# its start, length and count and the hash table that counted it. Calibrated with
+# bench/bench_tokenizer_memory.py --trainers fast (the stage's peak, the process
+# included) on the benchmark corpus: the peak was 0.71-0.81 of this estimate on 12-45 MB of its Chinese documents and 0.76-0.82
 # on 48-191 MB of its English ones (AMD EPYC), about 0.55-0.6 of BpeTrainer's peak.
 # Re-measured once the sample's tasks counted the words (the stage's process no longer
 # reads the sample as strings): 0.66 and 0.78 on 12 and 40 MB of Chinese, 0.66 on 50
-# and 191 MB of English.
+# and 191 MB of English; once the merge loop kept each position's pair instead of a
+# table of pairs by key (4 bytes per byte of words, for a table of 16 bytes a slot at
+# two slots per pair): 0.57 and 0.55 on 12 and 36 MB of Chinese, 0.58 on 50 and 183 MB
+# of English. Left as it was: it errs high.
 FAST_BASE = 450_000_000     # the process, its libraries, the text being counted
 FAST_PER_BYTE = 64          # per byte of distinct words
 FAST_PER_WORD = 160         # per distinct word
