@@ -119,7 +119,7 @@ def _key(a, b):
 @njit(cache=True)
 def _new_pair(pairs, n, key):
     """(pairs, n + 1, n): the pair key added as row n (count 0, no positions yet); the
-    table doubles when full."""
+    rows double when full."""
     if n == len(pairs):
         more = np.zeros((2 * len(pairs), 4), np.int64)
         more[:n] = pairs[:n]
@@ -218,7 +218,8 @@ def _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges, min_frequency):
             d = node[i, SYM] * 256 + node[i + 1, SYM]
             p = byte_pair[d]
             if p < 0:
-                pairs, n_pairs, p = _new_pair(pairs, n_pairs, _key(node[i, SYM], node[i + 1, SYM]))
+                pairs, n_pairs, p = _new_pair(pairs, n_pairs,
+                                              _key(node[i, SYM], node[i + 1, SYM]))
                 byte_pair[d] = p
             pairs[p, P_COUNT] += node[i, CNT]
             pairs[p, P_LEN] += 1
@@ -527,8 +528,9 @@ def train_words(words, vocab_size: int, min_frequency: int,
 # form pairs), where BpeTrainer holds a 32-byte symbol and a hash-set entry; per word,
 # its start, length and count and the hash table that counted it. Calibrated with
 # bench/bench_tokenizer_memory.py --trainers fast (the stage's peak, the process
-# included) on the benchmark corpus: the peak was 0.71-0.81 of this estimate on 12-45 MB of its Chinese documents and 0.76-0.82
-# on 48-191 MB of its English ones (AMD EPYC), about 0.55-0.6 of BpeTrainer's peak.
+# included) on the benchmark corpus: the peak was 0.71-0.81 of this estimate on 12-45 MB
+# of its Chinese documents and 0.76-0.82 on 48-191 MB of its English ones (AMD EPYC),
+# about 0.55-0.6 of BpeTrainer's peak.
 # Re-measured once the sample's tasks counted the words (the stage's process no longer
 # reads the sample as strings): 0.66 and 0.78 on 12 and 40 MB of Chinese, 0.66 on 50
 # and 191 MB of English; once the merge loop kept each position's pair instead of a
