@@ -13,7 +13,9 @@ the same two steps HF's ByteLevel BPE takes, compiled with numba over UTF-8 byte
    until none applies (exactly HF's BPE, unlike tiktoken's rank-of-bytes shortcut).
 
 A bounded cache keeps the ids of short pieces already seen (words repeat: "the" is
-encoded once), so English costs little more than one pass over its bytes. Chinese,
+encoded once), so English costs little more than one pass over its bytes. The scanner
+runs AHEAD pieces ahead of the encoding and prefetches each one's cache slot, so the
+slot is in the core's cache when its turn comes (the cache, 16 MB, is not). Chinese,
 whose pieces are whole clauses, spends its time in the merges; it still runs at about
 5 times HF's speed.
 
@@ -27,7 +29,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from .jit import njit
+from .jit import njit, prefetch
 
 # code point classes, as the GPT-2 pattern sees them
 OTHER, LETTER, NUMBER, SPACE = 0, 1, 2, 3
@@ -423,26 +425,54 @@ def _cache_put(s, buf, p, q, h, ids, a, n, c_slots, c_bytes, c_ints, c_ids, c_fi
     c_fill[0] += 1
 
 
+# Pieces scanned ahead of the one being encoded, their cache slots prefetched: a lookup
+# otherwise waits on memory (encoding 22 MB of the benchmark corpus, 0.80-0.93 -> 0.56-0.74
+# CPU s with a fresh cache; 4, 8 and 16 measured alike).
+AHEAD = 8
+
+
 @njit(cache=True)
 def _encode_docs(buf, starts, ends, eos, classes, byte_ids, table, merge_ids,
                  c_slots, c_bytes, c_ints, c_ids, c_fill, out):
     """Encode documents buf[starts[d]:ends[d]] into out, EOS after each one; returns the
-    number of ids written."""
+    number of ids written. Each document's pieces pass through a ring of AHEAD: a piece
+    enters when scanned (its slot prefetched) and is encoded when it leaves."""
     o = 0
     size = 64
     tok, rank, nxt, prv, alive, heap = _scratch(size)
+    ring_p = np.empty(AHEAD, np.int64)
+    ring_q = np.empty(AHEAD, np.int64)
+    ring_h = np.empty(AHEAD, np.uint64)
+    slot_mask = np.uint64(len(c_slots) - 1)
     for d in range(len(starts)):
-        p, end = starts[d], ends[d]
-        while p < end:
-            q = _piece_end(buf, p, end, classes)
+        head, end = starts[d], ends[d]
+        r0 = 0
+        ahead = 0
+        while True:
+            while ahead < AHEAD and head < end:
+                q = _piece_end(buf, head, end, classes)
+                h = np.uint64(0)
+                if 1 < q - head <= CACHE_MAX_PIECE:
+                    h = _hash_bytes(buf, head, q)
+                    prefetch(c_slots, np.int64(h & slot_mask))
+                j = (r0 + ahead) & (AHEAD - 1)
+                ring_p[j] = head
+                ring_q[j] = q
+                ring_h[j] = h
+                ahead += 1
+                head = q
+            if ahead == 0:
+                break
+            p, q, h = ring_p[r0], ring_q[r0], ring_h[r0]
+            r0 = (r0 + 1) & (AHEAD - 1)
+            ahead -= 1
             m = q - p
             if m > size:  # room for the longest piece so far
                 size = max(m, 2 * size)
                 tok, rank, nxt, prv, alive, heap = _scratch(size)
             cached = 1 < m <= CACHE_MAX_PIECE
-            h, s = np.uint64(0), np.int64(0)
+            s = np.int64(0)
             if cached:
-                h = _hash_bytes(buf, p, q)
                 s = _cache_slot(buf, p, q, h, c_slots, c_bytes)
                 meta = c_slots[s, S_META]
                 if meta != 0:  # seen before: copy its ids
@@ -455,7 +485,6 @@ def _encode_docs(buf, starts, ends, eos, classes, byte_ids, table, merge_ids,
                         for i in range(n):
                             out[o + i] = c_ids[a + i]
                     o += n
-                    p = q
                     continue
             if m < LONG_PIECE:
                 o2 = _bpe_short(buf, p, q, byte_ids, table, merge_ids, out, o, tok, rank)
@@ -466,7 +495,6 @@ def _encode_docs(buf, starts, ends, eos, classes, byte_ids, table, merge_ids,
                 _cache_put(s, buf, p, q, h, out, o, o2 - o, c_slots, c_bytes, c_ints, c_ids,
                            c_fill)
             o = o2
-            p = q
         out[o] = eos
         o += 1
     return o
