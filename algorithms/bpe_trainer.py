@@ -403,9 +403,16 @@ def _dedupe(buf, starts, lengths, weights):
 
 @njit(cache=True, nogil=True)
 def _chunk_words(buf, offsets, classes):
-    """The distinct words of the documents buf[offsets[d]:offsets[d+1]] (see _dedupe)."""
+    """The distinct words of the documents buf[offsets[d]:offsets[d+1]]: (bytes side by
+    side, lengths, counts), as _dedupe would give them (the pieces are distinct already,
+    so they are only copied out, in the same order)."""
     starts, lengths, counts = _distinct_pieces(buf, offsets, classes)
-    return _dedupe(buf, starts, lengths, counts)
+    out = np.empty(lengths.sum(), np.uint8)
+    o = 0
+    for i in range(len(starts)):
+        out[o:o + lengths[i]] = buf[starts[i]:starts[i] + lengths[i]]
+        o += lengths[i]
+    return out, lengths, counts
 
 
 def unite_words(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
@@ -731,6 +738,11 @@ def _same(buf, p, q, r):
     return True
 
 
+# Pieces scanned ahead of the one being counted, their table rows prefetched (as the
+# encoder does: algorithms/packing_fast.py, AHEAD).
+AHEAD = 8
+
+
 @njit(cache=True, nogil=True)
 def _distinct_pieces(buf, offsets, classes):
     """The distinct pieces (GPT-2's pattern) of the documents buf[offsets[d]:offsets[d+1]]:
@@ -741,11 +753,29 @@ def _distinct_pieces(buf, offsets, classes):
     t = np.empty((size, 4), np.int64)
     t[:, 0] = -1
     n = 0
+    # a ring of the next AHEAD pieces: each enters when scanned (its row prefetched) and
+    # is counted when it leaves, AHEAD pieces later
+    ring_p = np.empty(AHEAD, np.int64)
+    ring_q = np.empty(AHEAD, np.int64)
+    ring_h = np.empty(AHEAD, np.uint64)
     for d in range(len(offsets) - 1):
-        p, end = offsets[d], offsets[d + 1]
-        while p < end:
-            q = _piece_end(buf, p, end, classes)
-            h = _hash(buf, p, q)
+        head, end = offsets[d], offsets[d + 1]
+        r0 = 0
+        ahead = 0
+        while True:
+            while ahead < AHEAD and head < end:
+                q = _piece_end(buf, head, end, classes)
+                h = _hash(buf, head, q)
+                prefetch(t, np.int64(h & np.uint64(size - 1)))
+                j = (r0 + ahead) & (AHEAD - 1)
+                ring_p[j], ring_q[j], ring_h[j] = head, q, h
+                ahead += 1
+                head = q
+            if ahead == 0:
+                break
+            p, q, h = ring_p[r0], ring_q[r0], ring_h[r0]
+            r0 = (r0 + 1) & (AHEAD - 1)
+            ahead -= 1
             hh = np.int64(h)
             mask = size - 1
             s = np.int64(h & np.uint64(mask))
@@ -767,7 +797,6 @@ def _distinct_pieces(buf, offsets, classes):
                             u = (u + 1) & (size - 1)
                         t2[u] = t[i]
                 t = t2
-            p = q
     used = t[:, 0] != -1
     return t[used, 0].copy(), t[used, 1].copy(), t[used, 3].copy()
 
