@@ -122,7 +122,11 @@ def run(run: Run) -> Output:
     run.parallel("sample", tokenizer_sample.sample_unit, units=run.unit_dicts(), staging=str(run.staging),
                  heldout_share=heldout_target / total, train_share=sample_target / total,
                  seed=args.seed, max_doc_chars=args.max_doc_chars,
-                 count_words=args.trainer == "fast")
+                 count_words=args.trainer == "fast",
+                 # BpeTrainer reads the sample's texts; the compiled trainer its words,
+                 # and the checks (4.7 step 5) only the first texts
+                 train_rows=None if args.trainer == "hf" or args.compare_hf
+                 else tokenizer_checks.REAL_DOCS_CHECKED)
     tasks = len(run.units)
     results = run.results("sample")
     s = {k: sum(r[k] for r in results) for k in results[0]} if results else {}
@@ -368,7 +372,10 @@ def config(run: Run) -> dict:
             "max_bytes": a.max_bytes, "max_doc_chars": a.max_doc_chars,
             "heldout_bytes": a.heldout_bytes, "seed": a.seed,
             "special_tokens": SPECIAL_TOKENS, "tokenizers": version("tokenizers"),
-            "trainer": a.trainer}
+            "trainer": a.trainer,
+            # --compare-hf adds BpeTrainer's difference to the output (and needs the
+            # sample's texts): a run with it is not the run without it
+            **({"compare_hf": True} if a.compare_hf else {})}
 
 
 def space(run: Run) -> int:

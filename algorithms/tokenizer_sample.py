@@ -140,11 +140,16 @@ def unite_pieces(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray
 
 def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
                 heldout_share: float, train_share: float, seed: int,
-                max_doc_chars: int, count_words: bool = False) -> None:
+                max_doc_chars: int, count_words: bool = False,
+                train_rows: int | None = None) -> None:
     """Task `rank`: write the held-out and training rows of unit `rank` into staging.
     count_words: also count the training rows' words (the compiled trainer's input,
-    words-RANK.npz), read straight from the Arrow buffers."""
+    words-RANK.npz), read straight from the Arrow buffers. train_rows: write only the
+    first train_rows training rows (all are counted): the compiled trainer reads the
+    words, and only the checks read texts of the sample (None: every row, for
+    BpeTrainer)."""
     from .packing_fast import sampled_pieces, sampled_words
+    from .tokenizer_sample_fast import script_counts   # == script_counts above, compiled
     from pipeline.progress import task_progress
     from pipeline.shards import id_hashes
     from pipeline.units import read_unit
@@ -154,7 +159,8 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
     cuts = share_cuts(heldout_share, train_share)
     held = _SampleSplit(out / f"heldout-{rank:05d}.parquet",
                         pa.schema([("text", pa.string()), ("lang", pa.string())]))
-    train = _SampleSplit(out / f"train-{rank:05d}.parquet", pa.schema([("text", pa.string())]))
+    train = _SampleSplit(out / f"train-{rank:05d}.parquet", pa.schema([("text", pa.string())]),
+                         write_rows=train_rows)
     prog = task_progress()
     pieces: list[tuple[np.ndarray, np.ndarray]] = []
     if count_words:
@@ -219,16 +225,20 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
 class _SampleSplit:
     """The held-out or the training part of one unit: a shard file and its counts."""
 
-    def __init__(self, path: Path, schema: pa.Schema):
+    def __init__(self, path: Path, schema: pa.Schema, write_rows: int | None = None):
         self.writer = ShardWriter(path, schema)
+        self.write_rows = write_rows   # None: write every row; else only the first ones
         self.docs = self.bytes = self.han = self.letters = self.zh = self.en = 0
 
     def add(self, texts: pa.Array, lang: np.ndarray | None, han: np.ndarray,
             letters: np.ndarray) -> None:
-        cols = {"text": texts.cast(pa.string())}
-        if lang is not None:
-            cols["lang"] = strings(list(lang))
-        self.writer.write(pa.table(cols))
+        n = len(texts) if self.write_rows is None else \
+            max(0, min(len(texts), self.write_rows - self.docs))
+        if n:
+            cols = {"text": texts.slice(0, n).cast(pa.string())}
+            if lang is not None:
+                cols["lang"] = strings(list(lang[:n]))
+            self.writer.write(pa.table(cols))
         langs = doc_languages(han, letters)
         self.docs += len(texts)
         self.bytes += int(pc.sum(pc.binary_length(texts)).as_py() or 0)

@@ -15,7 +15,8 @@ import pytest
 from algorithms import bpe_trainer, tokenizer_checks, tokenizer_sample
 
 import pyarrow.compute as pc
-from conftest import run_script, snapshot
+import pyarrow.parquet as pq
+from conftest import SAMPLE, run_script, snapshot
 from pipeline.errors import StageError
 from pipeline.shards import list_shards
 from algorithms.tokenizer_file import EOS_TOKEN, SPECIAL_TOKENS, load_tokenizer, ordinary_tokenizer
@@ -107,6 +108,26 @@ def test_sample_does_not_depend_on_how_the_input_is_cut(sample_layout, tmp_path)
     assert texts[0] == texts[1] and len(texts[0]) > 100
 
 
+def test_sample_text_written_only_as_far_as_asked(sample_layout, tmp_path):
+    """train_rows (the compiled trainer's runs): the first training rows are written, the
+    same ones as in a full sample, and every row is still counted."""
+    from pipeline.units import plan_units
+
+    units = [u.to_dict() for u in plan_units(list_shards(sample_layout / "raw"), 100)]
+    got = {}
+    for rows, d in ((None, tmp_path / "all"), (7, tmp_path / "head")):
+        tokenizer_sample.sample_unit(0, len(units), units, str(d), 0.05, 0.3, 3, 100_000,
+                                     count_words=True, train_rows=rows)
+        res = json.loads((d / "_results" / "sample" / "00000.json").read_text())
+        got[rows] = ([t for b in tokenizer_sample.iter_sample(d, 1) for t in b],
+                     {k: v for k, v in res.items() if k != "word_count_cpu_s"},
+                     tokenizer_sample.read_words(d, 1))
+    (all_texts, all_res, all_words), (head, head_res, head_words) = got[None], got[7]
+    assert len(all_texts) > 100 and head == all_texts[:7]
+    assert head_res == all_res and head_res["sample_docs"] == len(all_texts)
+    assert all(np.array_equal(a, b) for a, b in zip(all_words, head_words))
+
+
 def test_tokenizer_checks_on_the_saved_file(trained):
     tok = load_tokenizer(trained / "tokenizer.json")
     assert tok.get_vocab_size() == VOCAB
@@ -174,6 +195,14 @@ def test_unchanged_rerun_keeps_the_tokenizer_and_force_retrains(trained, sample_
     assert "is up to date" in cp.stdout and "training sample" not in cp.stdout
     assert snapshot(out) == before   # not one file rewritten
     assert manifest(out)["config"]["tokenizers"]               # the library's version counts
+    # --compare-hf is another run (it adds BpeTrainer's difference): it trains both, on
+    # the whole sample, and measures no difference
+    cp = run_script(*args, "--compare-hf")
+    assert "up to date" not in cp.stdout and "training sample" in cp.stdout
+    m = manifest(out)
+    assert m["config"]["compare_hf"] is True and "compare_hf" not in manifest(trained)["config"]
+    assert m["bpetrainer"]["differ"] == 0 and m["bpetrainer"]["how"].startswith("measured")
+    assert (out / "tokenizer.json").read_bytes() == (trained / "tokenizer.json").read_bytes()
     # a tokenizer.json changed in place, same size: never trusted, trained again
     good = (out / "tokenizer.json").read_bytes()
     (out / "tokenizer.json").write_bytes(good.replace(b'"merges"', b'"merges"'.upper()))
@@ -387,6 +416,15 @@ def test_language_mix_counts():
     assert [x.tolist() for x in tokenizer_sample.script_counts(texts.slice(3))] == [[1, 0], [1, 0]]
     chunked = pa.chunked_array([texts.slice(0, 2), texts.slice(2)])
     assert [x.tolist() for x in tokenizer_sample.script_counts(chunked)] == [[0, 0, 0, 1, 0], [2, 0, 0, 1, 0]]
+    # the sample tasks' compiled count agrees, on these and on the bundled sample
+    from algorithms import tokenizer_sample_fast
+    sample = pq.read_table(SAMPLE, columns=["text"]).column("text")
+    for t in (sample, sample.slice(100, 50), texts, texts.slice(3), chunked):
+        want = tokenizer_sample.script_counts(t)
+        got = tokenizer_sample_fast.script_counts(t)
+        assert [x.tolist() for x in got] == [x.tolist() for x in want]
+        if t is sample:   # the sample has Chinese and English
+            assert want[0].sum() > 10_000 and want[1].sum() > 10_000
 
 
 def test_compression_is_a_ratio_of_totals():
