@@ -293,6 +293,8 @@ def filter_shard(src: str | os.PathLike, dst: str | os.PathLike, keep, batch_row
     rows = sum(md.row_group(i).num_rows for i in groups)
     if keep.shape[0] != rows:
         raise StageError(f"{src}: {rows} rows but a keep mask of {keep.shape[0]}")
+    if keep.all() and groups == range(md.num_row_groups):
+        return _copy_shard(src, dst, pf, pick)
     w = ShardWriter(dst, pf.schema_arrow)
     picked = Picker(pick)
     start = 0
@@ -308,6 +310,40 @@ def filter_shard(src: str | os.PathLike, dst: str | os.PathLike, keep, batch_row
     except (pa.ArrowException, OSError) as e:
         raise StageError(f"{src}: corrupt parquet data ({_first_line(e)})") from None
     rec = w.close()
+    if pick is not None:
+        rec["picked"] = picked.values(pf.schema_arrow)
+    return rec
+
+
+def _copy_shard(src: str | os.PathLike, dst: str | os.PathLike, pf: pq.ParquetFile,
+                pick: dict | None) -> dict:
+    """filter_shard when every row of the whole shard is kept: the shard itself is the
+    output, copied byte for byte (the bytes the writer would make again from the same
+    rows, for a shard it wrote), with its digest taken as it passes, instead of decoding
+    and compressing it again. Only the text column's lengths (and the picked columns)
+    are read."""
+    dst = Path(dst)
+    tmp = dst.with_name(dst.name + ".tmp")
+    sink = HashingFile(tmp)
+    with open(src, "rb") as f:
+        while b := f.read(1 << 22):
+            sink.write(b)
+    sink.close()
+    os.replace(tmp, dst)
+    picked = Picker(pick)
+    nbytes = start = 0
+    names = pf.schema_arrow.names
+    columns = sorted(({TEXT} & set(names)) | set(pick or {}))
+    try:
+        for batch in (pf.iter_batches(columns=columns) if columns else []):
+            picked.take(batch, start)
+            start += batch.num_rows
+            if TEXT in names:
+                nbytes += text_bytes(batch)
+    except (pa.ArrowException, OSError) as e:
+        raise StageError(f"{src}: corrupt parquet data ({_first_line(e)})") from None
+    rec = file_record(dst, digest=sink.hexdigest(), rows=pf.metadata.num_rows,
+                      text_bytes=nbytes)
     if pick is not None:
         rec["picked"] = picked.values(pf.schema_arrow)
     return rec

@@ -183,3 +183,44 @@ def test_filter_shard_picks_rows_in_the_same_pass_and_pick_rows_agrees(tmp_path)
     with pytest.raises(ValueError, match="past the end"):
         filter_shard(tmp_path / "a.parquet", tmp_path / "x.parquet", keep,
                      pick={"id": np.array([len(texts) + 3])})
+
+
+def test_filter_shard_keeping_every_row_copies_the_shard(tmp_path):
+    """Every row of a whole shard kept: the shard is copied byte for byte instead of being
+    decoded and written again. The file, its record and the picked values are what
+    writing the rows again gives; a part of the shard, or one row dropped, is written."""
+    from pipeline.shards import filter_shard
+
+    texts = _texts(5000, 700) + [None, ""]
+    ids = [f"d{i}" for i in range(len(texts))]
+    schema = pa.schema([("id", pa.string()), ("text", pa.string())])
+    w = ShardWriter(tmp_path / "a.parquet", schema)
+    w.write(pa.table({"id": ids, "text": texts}, schema=schema))
+    w.close()
+    keep = np.ones(len(texts), bool)
+    pick = {"id": np.array([0, 4096, len(texts) - 1]), "text": np.array([5, len(texts) - 2])}
+    rec = filter_shard(tmp_path / "a.parquet", tmp_path / "copy.parquet", keep, pick=pick)
+    # what the writer makes of the same rows, batch by batch (the path before the copy)
+    w = ShardWriter(tmp_path / "written.parquet", schema)
+    pf = pq.ParquetFile(tmp_path / "a.parquet")
+    for b in pf.iter_batches(batch_size=4096):
+        w.write(b)
+    written = w.close()
+    assert (tmp_path / "copy.parquet").read_bytes() == (tmp_path / "written.parquet").read_bytes() \
+        == (tmp_path / "a.parquet").read_bytes()
+    got = rec.pop("picked")
+    assert {k: v for k, v in rec.items() if k != "name"} == \
+        {k: v for k, v in written.items() if k != "name"}
+    assert rec["rows"] == len(texts) and rec["text_bytes"] == sum(len(t or "") for t in texts)
+    assert got["id"].to_pylist() == ["d0", "d4096", f"d{len(texts) - 1}"]
+    assert got["text"].to_pylist() == [texts[5], None]
+    assert not list(tmp_path.glob("*.tmp"))
+    # one row dropped, or the shard's first row group alone: written, not copied
+    keep[3] = False
+    part = filter_shard(tmp_path / "a.parquet", tmp_path / "part.parquet", keep)
+    assert part["rows"] == len(texts) - 1
+    n0 = pf.metadata.row_group(0).num_rows
+    assert pf.metadata.num_row_groups > 1
+    first = filter_shard(tmp_path / "a.parquet", tmp_path / "first.parquet", np.ones(n0, bool),
+                         row_groups=range(0, 1))
+    assert first["rows"] == n0 and pq.ParquetFile(tmp_path / "first.parquet").metadata.num_rows == n0
