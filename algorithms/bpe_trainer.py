@@ -356,6 +356,10 @@ def _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges, min_frequency):
 # --------------------------------------------------------------------------------------
 
 WORD_CHUNK = 8 << 20   # text bytes counted by one task
+# Pieces (or words) hashed ahead of the one being counted, their table rows prefetched,
+# as the encoder does (algorithms/packing_fast.py, AHEAD): a probe otherwise waits on
+# memory.
+AHEAD = 8
 
 
 @njit(cache=True, nogil=True)
@@ -365,28 +369,40 @@ def _dedupe(buf, starts, lengths, weights):
     size = 1 << 10
     while size < 2 * len(starts) + 2:
         size *= 2
-    slot_of = np.full(size, -1, np.int64)   # slot -> the distinct string in it
-    hashes = np.zeros(len(starts), np.uint64)
+    # a slot holds a distinct string's hash and number side by side (one probe, one
+    # cache line); the string AHEAD places on has its hash taken and its slot prefetched
+    slots = np.empty((size, 2), np.int64)
+    slots[:, 1] = -1
     first = np.empty(len(starts), np.int64)     # distinct -> its first occurrence
     count = np.zeros(len(starts), np.int64)
+    ring = np.empty(AHEAD, np.uint64)
     n = 0
     mask = size - 1
+    for i in range(min(AHEAD, len(starts))):
+        ring[i] = _hash(buf, starts[i], starts[i] + lengths[i])
+        prefetch(slots, np.int64(ring[i] & np.uint64(mask)))
     for i in range(len(starts)):
         p, m = starts[i], lengths[i]
-        h = _hash(buf, p, p + m)
+        h = ring[i & (AHEAD - 1)]
+        j = i + AHEAD
+        if j < len(starts):
+            hj = _hash(buf, starts[j], starts[j] + lengths[j])
+            ring[j & (AHEAD - 1)] = hj
+            prefetch(slots, np.int64(hj & np.uint64(mask)))
+        hh = np.int64(h)
         s = np.int64(h & np.uint64(mask))
-        while slot_of[s] != -1:
-            d = slot_of[s]
-            f = first[d]
-            if hashes[d] == h and lengths[f] == m and _same(buf, p, p + m, starts[f]):
-                break
+        while slots[s, 1] != -1:
+            if slots[s, 0] == hh:
+                f = first[slots[s, 1]]
+                if lengths[f] == m and _same(buf, p, p + m, starts[f]):
+                    break
             s = (s + 1) & mask
-        if slot_of[s] == -1:
-            slot_of[s] = n
-            hashes[n] = h
+        if slots[s, 1] == -1:
+            slots[s, 0] = hh
+            slots[s, 1] = n
             first[n] = i
             n += 1
-        count[slot_of[s]] += weights[i]
+        count[slots[s, 1]] += weights[i]
     total = 0
     for d in range(n):
         total += lengths[first[d]]
@@ -736,11 +752,6 @@ def _same(buf, p, q, r):
         if buf[p + i] != buf[r + i]:
             return False
     return True
-
-
-# Pieces scanned ahead of the one being counted, their table rows prefetched (as the
-# encoder does: algorithms/packing_fast.py, AHEAD).
-AHEAD = 8
 
 
 @njit(cache=True, nogil=True)
