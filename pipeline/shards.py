@@ -319,9 +319,19 @@ def _copy_shard(src: str | os.PathLike, dst: str | os.PathLike, pf: pq.ParquetFi
                 pick: dict | None) -> dict:
     """filter_shard when every row of the whole shard is kept: the shard itself is the
     output, copied byte for byte (the bytes the writer would make again from the same
-    rows, for a shard it wrote), with its digest taken as it passes, instead of decoding
-    and compressing it again. Only the text column's lengths (and the picked columns)
-    are read."""
+    rows, for a shard it wrote), with its digest taken as it passes, instead of being
+    compressed again. Its rows are still decoded first (the text lengths, the picked
+    values, and a corrupt shard named before anything is written)."""
+    picked = Picker(pick)
+    nbytes = start = 0
+    try:
+        for batch in pf.iter_batches():
+            picked.take(batch, start)
+            start += batch.num_rows
+            if TEXT in batch.schema.names:
+                nbytes += text_bytes(batch)
+    except (pa.ArrowException, OSError) as e:
+        raise StageError(f"{src}: corrupt parquet data ({_first_line(e)})") from None
     dst = Path(dst)
     tmp = dst.with_name(dst.name + ".tmp")
     sink = HashingFile(tmp)
@@ -330,20 +340,7 @@ def _copy_shard(src: str | os.PathLike, dst: str | os.PathLike, pf: pq.ParquetFi
             sink.write(b)
     sink.close()
     os.replace(tmp, dst)
-    picked = Picker(pick)
-    nbytes = start = 0
-    names = pf.schema_arrow.names
-    columns = sorted(({TEXT} & set(names)) | set(pick or {}))
-    try:
-        for batch in (pf.iter_batches(columns=columns) if columns else []):
-            picked.take(batch, start)
-            start += batch.num_rows
-            if TEXT in names:
-                nbytes += text_bytes(batch)
-    except (pa.ArrowException, OSError) as e:
-        raise StageError(f"{src}: corrupt parquet data ({_first_line(e)})") from None
-    rec = file_record(dst, digest=sink.hexdigest(), rows=pf.metadata.num_rows,
-                      text_bytes=nbytes)
+    rec = file_record(dst, digest=sink.hexdigest(), rows=start, text_bytes=nbytes)
     if pick is not None:
         rec["picked"] = picked.values(pf.schema_arrow)
     return rec

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import SAMPLE, run_script
 from pipeline import progress
+from pipeline.errors import StageError
 from pipeline.shards import ROW_GROUP_BYTES, ShardWriter, file_digest, list_shards, writer_options
 from pipeline.units import fetch_column, fetch_rows, plan_units, read_unit, split_row_groups, unit_offsets
 
@@ -215,6 +216,13 @@ def test_filter_shard_keeping_every_row_copies_the_shard(tmp_path):
     assert got["id"].to_pylist() == ["d0", "d4096", f"d{len(texts) - 1}"]
     assert got["text"].to_pylist() == [texts[5], None]
     assert not list(tmp_path.glob("*.tmp"))
+    # a damaged shard is named, and nothing is copied
+    raw = bytearray((tmp_path / "a.parquet").read_bytes())
+    raw[len(raw) // 2:len(raw) // 2 + 4096] = bytes(4096)
+    (tmp_path / "bad.parquet").write_bytes(bytes(raw))
+    with pytest.raises(StageError, match="bad.parquet: corrupt parquet data"):
+        filter_shard(tmp_path / "bad.parquet", tmp_path / "bad_copy.parquet", keep)
+    assert not (tmp_path / "bad_copy.parquet").exists() and not list(tmp_path.glob("*.tmp"))
     # one row dropped, or the shard's first row group alone: written, not copied
     keep[3] = False
     part = filter_shard(tmp_path / "a.parquet", tmp_path / "part.parquet", keep)
