@@ -112,10 +112,16 @@ def alnum_share(text: str) -> float:
 class Pass:
     """One pass over a batch of texts that measures several signals at once (a compiled
     scan, say): `fn(texts) -> {signal: array}`. Rules name their signal in it with
-    `pass_["name"]`; a batch runs each pass once, however many rules read it."""
+    `pass_["name"]`; a batch runs each pass once, however many rules read it.
 
-    def __init__(self, fn: Callable[[pa.Array], dict[str, np.ndarray]], version: str):
-        self.fn, self.version = fn, version
+    shared: (fn_many, name) for passes that are cheaper together: the passes of one
+    fn_many that a batch needs run as one call, `fn_many([name, ...], texts) -> {name:
+    {signal: array}}`, with the same numbers as each pass's fn (the rule packs share
+    their word cutting this way)."""
+
+    def __init__(self, fn: Callable[[pa.Array], dict[str, np.ndarray]], version: str,
+                 shared: tuple[Callable, str] | None = None):
+        self.fn, self.version, self.shared = fn, version, shared
 
     def __getitem__(self, key: str) -> "Measure":
         return Measure(self, key)
@@ -271,7 +277,7 @@ def quality_pack(pack: str) -> tuple[Rule, ...]:
     from . import quality_signals, quality_signals_fast
 
     scan = Pass(lambda texts, pack=pack: quality_signals_fast.measure(pack, texts),
-                version=f"{pack}:1")
+                version=f"{pack}:1", shared=(quality_signals_fast.measure_packs, pack))
     rules = []
     for r in quality_signals.RULE_TABLE:
         if r["pack"] != pack:
@@ -454,12 +460,23 @@ class Signals:
 
     @staticmethod
     def measure(rules: list[Rule], texts) -> "Signals":
-        """Every rule's signal for every text (language ID excepted): each Pass once, each
-        plain measure function once."""
+        """Every rule's signal for every text (language ID excepted): each Pass once (the
+        shared ones of one fn_many in one call), each plain measure function once."""
         if isinstance(texts, list):
             texts = strings(texts)
         sig = Signals(len(texts), kinds={r.signal: r.kind for r in rules})
         done: dict[int, dict] = {}
+        together: dict[Callable, list[Pass]] = {}     # shared passes, by what runs them
+        for r in rules:
+            src = r.measure.source if isinstance(r.measure, Measure) else None
+            if src is not None and src.shared is not None:
+                group = together.setdefault(src.shared[0], [])
+                if src not in group:
+                    group.append(src)
+        for fn_many, group in together.items():
+            got = fn_many([src.shared[1] for src in group], texts)
+            for src in group:
+                done[id(src)] = got[src.shared[1]]
         for r in rules:
             m = r.measure
             if isinstance(m, Measure):

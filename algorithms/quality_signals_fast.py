@@ -1,7 +1,8 @@
-"""algorithms/quality_signals.py's signals for a whole batch, in one compiled pass a pack.
+"""algorithms/quality_signals.py's signals for a whole batch, in one compiled pass.
 
-    from algorithms.quality_signals_fast import measure
+    from algorithms.quality_signals_fast import measure, measure_packs
     values = measure("gopher_quality", batch.column("text"))   # {signal: np.ndarray}
+    both = measure_packs(["fineweb", "c4"], batch.column("text"))  # {pack: {signal: ...}}
 
 gives, for every document of a string column (a null text counts as empty), exactly the
 numbers of the readable functions in quality_signals.py, computed straight from the
@@ -15,7 +16,9 @@ column's Arrow UTF-8 buffers by numba, the way algorithms/cleaning_fast.py does 
 - equal strings (lines, paragraphs, n-grams) are found with 64-bit polynomial hashes and
   every hash match is confirmed by comparing the code points, so a collision can never
   change a number;
-- every ratio is the same float64 division of the same two integers.
+- every ratio is the same float64 division of the same two integers;
+- packs measured together (measure_packs) decode each text and cut it into words once:
+  the words are most of every pack's cost.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ F_SPACE, F_ALPHA, F_LOWER, F_UPPER = 1, 2, 4, 8
 F_CJK, F_ICON, F_PRE, F_SUF = 16, 32, 64, 128
 F_QUOTE, F_DOTAFTER, F_NONPUNCT, F_STOP = 256, 512, 1024, 2048
 F_SENT, F_PCAT, F_URLX, F_REWORD = 4096, 8192, 16384, 32768
-F_DECIMAL, F_SALPHA = 65536, 131072
+F_DECIMAL, F_SALPHA, F_GLUE0, F_HYPH0 = 65536, 131072, 262144, 524288
 
 _TABLES = None
 _B = np.uint64(0x100000001B3)
@@ -72,6 +75,11 @@ def _flag_table() -> tuple[np.ndarray, np.ndarray]:
     f[urlx] |= F_URLX
     add(F_REWORD, lambda c: c.isalnum() or c == "_")
     add(F_DECIMAL, str.isdecimal)
+    # the first characters of the special cases _glue looks for; none holds a CJK letter
+    glued = ["".join(k) for k in Q.glued_specials()]
+    f[sorted({ord(k[0]) for k in glued})] |= F_GLUE0
+    assert not any(f[ord(c)] & F_CJK for k in glued for c in k)
+    f[[ord(h[0]) for h in Q.HYPHENS]] |= F_HYPH0      # where _infixes looks for hyphens
     lower = np.full(n, -1, np.int32)
     for i, c in enumerate(chars):
         lc = c.lower()
@@ -89,6 +97,16 @@ def _hash_py(cps) -> int:
     for c in cps:
         h = (h * int(_B) + int(c)) & 0xFFFFFFFFFFFFFFFF
     return h
+
+
+def _mix_py(h: int) -> int:
+    """_mix in Python."""
+    m = 0xFFFFFFFFFFFFFFFF
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & m
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & m
+    return h ^ (h >> 33)
 
 
 def _special_tables():
@@ -116,7 +134,18 @@ def _special_tables():
     scp = [ord(c) for w in stop for c in w]
     ss = np.cumsum([0] + [len(w) for w in stop])
     i64, i32 = np.int64, np.int32
-    return (hashes[order], np.array(kcp, i32), np.array(ks, i64), np.array(tl, i32),
+    # the special cases by hash, in open-addressing slots (a quarter full) that _special
+    # probes from _mix(hash): one or two probes for a word that is not a special case
+    size = 1
+    while size < 4 * len(keys):
+        size *= 2
+    slots = np.full(size, -1, i64)
+    for pos, i in enumerate(order):
+        k = _mix_py(int(hashes[i])) & (size - 1)
+        while slots[k] >= 0:
+            k = (k + 1) & (size - 1)
+        slots[k] = pos
+    return (slots, np.array(kcp, i32), np.array(ks, i64), np.array(tl, i32),
             np.array(ts, i64), np.array(glue, np.bool_), np.array(pl, i32), np.array(ps, i64),
             np.int64(max(map(len, keys))), np.array(ecp, i32), np.array(es, i64),
             np.array(hy, i32), np.array(hs, i64), np.array(scp, i32), np.array(ss, i64))
@@ -229,16 +258,18 @@ def _find_dups(cps, starts, ends, m, slots):
 
 @njit(cache=True)
 def _special(cps, a, b, SH, KCP, KS, MAXK):
-    """Index of the special case equal to cps[a:b], or -1."""
+    """Index of the special case equal to cps[a:b], or -1 (SH: open-addressing slots)."""
     if b <= a or b - a > MAXK:
         return -1
-    h = _poly(cps, a, b)
-    i = np.searchsorted(SH, h)
-    while i < SH.shape[0] and SH[i] == h:
+    mask = SH.shape[0] - 1
+    k = np.int64(_mix(_poly(cps, a, b)) & np.uint64(mask))
+    while True:
+        i = SH[k]
+        if i < 0:
+            return -1
         if _same(cps, a, b, KCP, KS[i], KS[i + 1]):
             return i
-        i += 1
-    return -1
+        k = (k + 1) & mask
 
 
 @njit(cache=True)
@@ -302,6 +333,13 @@ def _suffix_len(cps, lo, hi, F, ECP, ES):
 
 @njit(cache=True)
 def _looks_like_url(cps, lo, hi, F):
+    dot = False               # every host it accepts has a "."
+    for q in range(lo, hi):
+        if cps[q] == 46:
+            dot = True
+            break
+    if not dot:
+        return False
     # scheme
     nst = 1
     st0 = lo
@@ -455,7 +493,7 @@ def _infixes(cps, lo, hi, F, HY, HS, ts, te, n):
         elif c == 44 and prev >= 0 and (F[prev] & F_SALPHA) and nxt >= 0 and (F[nxt] & F_SALPHA):
             end = i + 1
         elif prev >= 0 and ((F[prev] & F_SALPHA) or _digit(prev)):
-            for h in range(HS.shape[0] - 1):
+            for h in range(HS.shape[0] - 1 if F[c] & F_HYPH0 else 0):
                 k = HS[h + 1] - HS[h]
                 if i + k < hi and _same(cps, i, i + k, HY, HS[h], HS[h + 1]) and (
                         F[cps[i + k]] & F_SALPHA):
@@ -479,14 +517,16 @@ def _infixes(cps, lo, hi, F, HY, HS, ts, te, n):
 
 
 @njit(cache=True)
-def _glue(cps, n0, n1, T, ts, te, cand, tmp_s, tmp_e):
+def _glue(cps, n0, n1, F, T, ts, te, cand, tmp_s, tmp_e):
     """spaCy's second pass over one chunk's tokens ts/te[n0:n1]; returns the new end."""
     (SH, KCP, KS, TL, TS, GLUE, PL, PS, MAXK, ECP, ES, HY, HS, SCP, SS) = T
     nc = 0
     for i in range(n0, n1):
+        if not (F[cps[ts[i]]] & F_GLUE0):        # no glued case starts with it
+            continue
         for j in range(i + 1, n1 + 1):
             a, b = ts[i], te[j - 1]
-            if b - a > MAXK:
+            if b - a > MAXK or (F[cps[b - 1]] & F_CJK):    # no glued case holds CJK
                 break
             k = _special(cps, a, b, SH, KCP, KS, MAXK)
             if k >= 0 and GLUE[k] and PS[k + 1] - PS[k] == j - i:
@@ -554,7 +594,7 @@ def _chunk(cps, a, b, F, T, ts, te, n, sufs, cand, tmp_s, tmp_e):
         n = _emit_special(k, a, ts, te, n, TL, TS)
         if n - n0 == 1:
             return n
-        return _glue(cps, n0, n, T, ts, te, cand, tmp_s, tmp_e)
+        return _glue(cps, n0, n, F, T, ts, te, cand, tmp_s, tmp_e)
     r = a
     for q in range(a, b):
         if F[cps[q]] & F_CJK:
@@ -564,7 +604,7 @@ def _chunk(cps, a, b, F, T, ts, te, n, sufs, cand, tmp_s, tmp_e):
             r = q + 1
     if r < b:
         n = _split_piece(cps, r, b, F, T, ts, te, n, sufs)
-    return _glue(cps, n0, n, T, ts, te, cand, tmp_s, tmp_e)
+    return _glue(cps, n0, n, F, T, ts, te, cand, tmp_s, tmp_e)
 
 
 @njit(cache=True)
@@ -589,8 +629,8 @@ def _words(cps, a, b, F, T, ts, te, sufs, cand, tmp_s, tmp_e):
 # --------------------------------------------------------------------------------------
 
 @njit(cache=True)
-def _fineweb(cps, L, F, T, W, out):
-    ts, te, sufs, cand, tmp_s, tmp_e, ls, le, slots = W
+def _fineweb(cps, L, F, nw, W, out):
+    ts, te, sufs, cand, tmp_s, tmp_e, ls, le, slots, ph, pw = W
     nl = 0
     punct = 0
     short = 0
@@ -617,7 +657,6 @@ def _fineweb(cps, L, F, T, W, out):
             if wid <= 30:
                 short += 1
         s = e + 1
-    nw = _words(cps, 0, L, F, T, ts, te, sufs, cand, tmp_s, tmp_e)
     if nl > 0:
         out[0] = punct / nl
         out[1] = short / nl
@@ -654,10 +693,9 @@ def _splitlines(cps, L, ls, le):
 
 
 @njit(cache=True)
-def _gopher_quality(cps, L, F, T, W, out):
-    ts, te, sufs, cand, tmp_s, tmp_e, ls, le, slots = W
+def _gopher_quality(cps, L, F, T, nw, W, out):
+    ts, te, sufs, cand, tmp_s, tmp_e, ls, le, slots, ph, pw = W
     (SH, KCP, KS, TL, TS, GLUE, PL, PS, MAXK, ECP, ES, HY, HS, SCP, SS) = T
-    nw = _words(cps, 0, L, F, T, ts, te, sufs, cand, tmp_s, tmp_e)
     real = 0
     real_len = 0
     alpha = 0
@@ -725,20 +763,33 @@ def _gopher_quality(cps, L, F, T, W, out):
 
 
 @njit(cache=True)
-def _token_stream(cps, ts, te, nw, stream, to):
-    """The words' code points back to back (stream) and where each starts (to)."""
+def _token_stream(cps, ts, te, nw, stream, to, ph):
+    """The words' code points back to back (stream), where each starts (to), and the
+    polynomial hash of the stream up to each word (ph), so that the hash of words i to j
+    joined, _poly(stream, to[i], to[j]), is ph[j] - ph[i] * B ** (to[j] - to[i])."""
     p = 0
+    h = np.uint64(0)
     for w in range(nw):
         to[w] = p
+        ph[w] = h
         for q in range(ts[w], te[w]):
-            stream[p] = cps[q]
+            c = cps[q]
+            stream[p] = c
+            h = h * np.uint64(0x100000001B3) + np.uint64(c)
             p += 1
     to[nw] = p
+    ph[nw] = h
     return p
 
 
+@njit(cache=True, inline="always")
+def _joined_hash(to, ph, pw, i, j):
+    """_poly of words i to j joined, from the prefix hashes (pw: the powers of B)."""
+    return ph[j] - ph[i] * pw[to[j] - to[i]]
+
+
 @njit(cache=True)
-def _top_ngram(stream, to, nw, n, slots, counts):
+def _top_ngram(stream, to, ph, pw, nw, n, slots, counts):
     """datatrove's find_top_duplicate: length of " ".join(most frequent n-gram) x count."""
     m = nw - n + 1
     if m <= 0:
@@ -752,10 +803,8 @@ def _top_ngram(stream, to, nw, n, slots, counts):
     best_i = -1
     best_c = 0
     for i in range(m):
-        h = np.uint64(n)
-        for w in range(i, i + n):
-            h = _mix(h * np.uint64(0x9E3779B97F4A7C15) + _poly(stream, to[w], to[w + 1]))
-        k = np.int64(h & mask)
+        # the joined words' hash: n-grams equal word by word are equal joined
+        k = np.int64(_mix(_joined_hash(to, ph, pw, i, i + n)) & mask)
         while True:
             j = tab[k]
             if j < 0:
@@ -781,7 +830,7 @@ def _top_ngram(stream, to, nw, n, slots, counts):
 
 
 @njit(cache=True)
-def _dup_ngram(stream, to, nw, n, slots):
+def _dup_ngram(stream, to, ph, pw, nw, n, slots):
     """datatrove's find_all_duplicate: characters of n-grams (joined without spaces) that
     repeat an earlier one, jumping past each repeat."""
     m = nw - n + 1
@@ -797,7 +846,7 @@ def _dup_ngram(stream, to, nw, n, slots):
     i = 0
     while i < m:
         a, b = to[i], to[i + n]
-        k = np.int64(_mix(_poly(stream, a, b)) & mask)
+        k = np.int64(_mix(_joined_hash(to, ph, pw, i, i + n)) & mask)
         found = False
         while tab[k] >= 0:
             j = tab[k]
@@ -815,8 +864,8 @@ def _dup_ngram(stream, to, nw, n, slots):
 
 
 @njit(cache=True)
-def _gopher_repetition(cps, L, F, T, W, out):
-    ts, te, sufs, cand, tmp_s, tmp_e, ls, le, slots = W
+def _gopher_repetition(cps, L, F, nw, W, out):
+    ts, te, sufs, cand, tmp_s, tmp_e, ls, le, slots, ph, pw = W
     out[0] = L
     # paragraphs: text.strip() split at runs of 2+ newlines
     a, b = 0, L
@@ -867,20 +916,19 @@ def _gopher_repetition(cps, L, F, T, W, out):
     d, dc = _find_dups(cps, ls, le, nl, slots)
     out[3] = d / nl
     out[4] = dc / L if L else 0.0
-    nw = _words(cps, 0, L, F, T, ts, te, sufs, cand, tmp_s, tmp_e)
     stream = tmp_s            # free again once the words are cut
     to = tmp_e
-    _token_stream(cps, ts, te, nw, stream, to)
+    _token_stream(cps, ts, te, nw, stream, to, ph)
     for g in range(3):
-        top = _top_ngram(stream, to, nw, g + 2, slots, sufs)
+        top = _top_ngram(stream, to, ph, pw, nw, g + 2, slots, sufs)
         out[5 + g] = top / L if (top >= 0 and L) else 0.0
     for g in range(6):
-        out[8 + g] = _dup_ngram(stream, to, nw, g + 5, slots) / L if L else 0.0
+        out[8 + g] = _dup_ngram(stream, to, ph, pw, nw, g + 5, slots) / L if L else 0.0
 
 
 @njit(cache=True)
-def _c4(cps, L, F, LOWER, T, W, out):
-    ts, te, sufs, cand, tmp_s, tmp_e, ls, le, slots = W
+def _c4(cps, L, F, LOWER, nw, W, out):
+    ts, te, sufs, cand, tmp_s, tmp_e, ls, le, slots, ph, pw = W
     # "lorem ipsum" in text.lower()
     pat = np.array([108, 111, 114, 101, 109, 32, 105, 112, 115, 117, 109], np.int32)
     lorem = 0
@@ -900,6 +948,7 @@ def _c4(cps, L, F, LOWER, T, W, out):
             break
     n = _splitlines(cps, L, ls, le)
     total = 0
+    w0 = 0                    # the document's words, chunk by chunk (same chunks)
     for i in range(n):
         a, b = ls[i], le[i]
         while a < b and (F[cps[a]] & F_SPACE):
@@ -925,8 +974,10 @@ def _c4(cps, L, F, LOWER, T, W, out):
                 r = q
                 while r < b and not (F[cps[r]] & F_SPACE):
                     r += 1
-                nw = _chunk(cps, q, r, F, T, ts, te, 0, sufs, cand, tmp_s, tmp_e)
-                for w in range(nw):
+                w1 = w0
+                while w1 < nw and ts[w1] < r:
+                    w1 += 1
+                for w in range(w0, w1):
                     if count == 0:
                         count = 1
                     x, y = ts[w], te[w]
@@ -941,6 +992,7 @@ def _c4(cps, L, F, LOWER, T, W, out):
                         if not punct:
                             count += 1
                             seen = False
+                w0 = w1
                 q = r
         total += max(1, count)
     out[0] = lorem
@@ -949,25 +1001,34 @@ def _c4(cps, L, F, LOWER, T, W, out):
 
 
 @njit(cache=True)
-def _run(pack, data, offsets, valid, F, LOWER, T, out, maxlen):
+def _run(want, cols, data, offsets, valid, F, LOWER, T, out, maxlen):
+    """Every pack p with want[p] for every document, its signals in out[d, cols[p]:]:
+    each text decoded once and cut into words once, whatever the packs."""
     cps = np.empty(maxlen + 1, np.int32)
     cap = maxlen + 2
     W = (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64),
          np.empty(cap * 12, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64),
-         np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(4 * cap + 32, np.int64))
+         np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(4 * cap + 32, np.int64),
+         np.empty(cap, np.uint64), np.empty(cap, np.uint64))
+    ts, te, sufs, cand, tmp_s, tmp_e, ls, le, slots, ph, pw = W
+    pw[0] = 1                 # the powers of B, for _joined_hash
+    for i in range(1, cap):
+        pw[i] = pw[i - 1] * np.uint64(0x100000001B3)
     for d in range(offsets.shape[0] - 1):
         s, e = offsets[d], offsets[d + 1]
         if not valid[d]:
             s = e
         L = _decode(data, s, e, cps)
-        if pack == 0:
-            _fineweb(cps, L, F, T, W, out[d])
-        elif pack == 1:
-            _gopher_quality(cps, L, F, T, W, out[d])
-        elif pack == 2:
-            _gopher_repetition(cps, L, F, T, W, out[d])
-        else:
-            _c4(cps, L, F, LOWER, T, W, out[d])
+        nw = _words(cps, 0, L, F, T, ts, te, sufs, cand, tmp_s, tmp_e)
+        row = out[d]
+        if want[0]:
+            _fineweb(cps, L, F, nw, W, row[cols[0]:])
+        if want[1]:
+            _gopher_quality(cps, L, F, T, nw, W, row[cols[1]:])
+        if want[2]:
+            _gopher_repetition(cps, L, F, nw, W, row[cols[2]:])
+        if want[3]:
+            _c4(cps, L, F, LOWER, nw, W, row[cols[3]:])
 
 
 _INTS = {"word_count", "stop_word_count", "chars", "has_lorem_ipsum", "has_curly_bracket",
@@ -976,13 +1037,26 @@ _INTS = {"word_count", "stop_word_count", "chars", "has_lorem_ipsum", "has_curly
 
 def measure(pack: str, col: pa.Array | pa.ChunkedArray) -> dict[str, np.ndarray]:
     """Every signal of `pack` for every text of a string column (null = empty text)."""
+    return measure_packs([pack], col)[pack]
+
+
+def measure_packs(packs: list[str], col: pa.Array | pa.ChunkedArray) -> dict[str, dict]:
+    """measure() for several packs in one pass: {pack: {signal: np.ndarray}}. Each text
+    is decoded and cut into words once for all of them."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
     if pa.types.is_large_string(col.type):
         col = col.cast(pa.string())
-    names = list(Q.SIGNALS[pack])
+    names = {p: list(Q.SIGNALS[p]) for p in packs}
+    want = np.zeros(len(Q.PACKS), np.bool_)
+    cols = np.zeros(len(Q.PACKS), np.int64)
+    width = 0
+    for p in packs:
+        want[Q.PACKS.index(p)] = True
+        cols[Q.PACKS.index(p)] = width
+        width += len(names[p])
     n = len(col)
-    out = np.zeros((n, len(names)), np.float64)
+    out = np.zeros((n, width), np.float64)
     if n:
         bufs = col.buffers()
         offsets = np.frombuffer(bufs[1], np.int32)[col.offset:col.offset + n + 1].astype(np.int64)
@@ -991,9 +1065,10 @@ def measure(pack: str, col: pa.Array | pa.ChunkedArray) -> dict[str, np.ndarray]
         valid = col.is_valid().to_numpy(zero_copy_only=False)
         maxlen = int(np.diff(offsets).max()) if n else 0     # bytes >= code points
         F, LOWER, *T = tables()
-        _run(Q.PACKS.index(pack), data, offsets, valid, F, LOWER, tuple(T), out, maxlen)
-    return {k: (out[:, i].astype(np.int64) if k in _INTS else out[:, i])
-            for i, k in enumerate(names)}
+        _run(want, cols, data, offsets, valid, F, LOWER, tuple(T), out, maxlen)
+    return {p: {k: (out[:, i].astype(np.int64) if k in _INTS else out[:, i].copy())
+                for i, k in enumerate(names[p], start=int(cols[Q.PACKS.index(p)]))}
+            for p in packs}
 
 
 def measure_one(pack: str, text: str) -> dict[str, float | int]:

@@ -82,6 +82,42 @@ def test_fast_equals_readable_on_edge_cases(pack):
         assert np.array_equal(chunked[k], fast[k][:15])
 
 
+def test_packs_measured_together_equal_each_alone():
+    """measure_packs decodes and cuts each text into words once for all the packs it is
+    given; any set of packs gives each pack's numbers exactly as measuring it alone."""
+    from algorithms import cleaning
+
+    col = pa.concat_arrays([pa.array(EDGE + [None], pa.string()),
+                            sample()[2].column("text").combine_chunks().slice(0, 300)])
+    alone = {pack: QF.measure(pack, col) for pack in Q.PACKS}
+    for packs in (Q.PACKS, Q.PACKS[::-1], ("gopher_repetition", "c4"), ("fineweb",)):
+        together = QF.measure_packs(list(packs), col)
+        assert list(together) == list(packs)
+        for pack in packs:
+            assert together[pack].keys() == alone[pack].keys()
+            for k, v in alone[pack].items():
+                assert together[pack][k].dtype == v.dtype and np.array_equal(together[pack][k], v)
+    # a clean.py batch with every pack's rules: one shared pass, the same numbers
+    rules = [r for p in Q.PACKS for r in cleaning.load_rules(p)]
+    sig = cleaning.Signals.measure(rules, col)
+    for r in rules:
+        pack, name = r.signal.split(".", 1)
+        assert np.array_equal(sig[r.signal], alone[pack][name].astype(sig[r.signal].dtype))
+
+
+def test_special_case_table_finds_every_case():
+    """The compiled lookup (open-addressing slots) finds each of spaCy's special cases,
+    and nothing for a near miss."""
+    F, LOWER, SH, KCP, KS, *rest = QF.tables()
+    MAXK = rest[5]
+    for i, key in enumerate(Q.special_cases()):
+        cps = np.array([ord(c) for c in key + "x"], np.int32)
+        k = QF._special(cps, 0, len(key), SH, KCP, KS, MAXK)
+        assert k >= 0 and "".join(map(chr, KCP[KS[k]:KS[k + 1]])) == key, key
+        near = QF._special(cps, 0, len(key) + 1, SH, KCP, KS, MAXK)
+        assert near < 0 or "".join(map(chr, KCP[KS[near]:KS[near + 1]])) == key + "x"
+
+
 def test_words_are_spacys_english_tokens():
     from datatrove.utils.text import split_into_words
     texts, langs, _ = sample()
