@@ -701,6 +701,14 @@ def _gopher_quality(cps, L, F, T, nw, W, out):
     alpha = 0
     stops = 0
     nstop = SS.shape[0] - 1
+    # the stop words are sorted: those that start with an ASCII character come first; a
+    # word can only be one of the group its first character is in, and once a document
+    # has shown every word of that group there is nothing left to find for it
+    nasc = 0
+    while nasc < nstop and SCP[SS[nasc]] < 128:
+        nasc += 1
+    asc = (1 << nasc) - 1
+    rest = ((1 << nstop) - 1) ^ asc
     for w in range(nw):
         a, b = ts[w], te[w]
         isreal = False
@@ -717,9 +725,14 @@ def _gopher_quality(cps, L, F, T, nw, W, out):
         if isalpha:
             alpha += 1
         if b - a <= 4:
-            for k in range(nstop):
-                if not (stops >> k) & 1 and _same(cps, a, b, SCP, SS[k], SS[k + 1]):
-                    stops |= 1 << k
+            if cps[a] < 128:
+                k0, k1, group = 0, nasc, asc
+            else:
+                k0, k1, group = nasc, nstop, rest
+            if stops & group != group:
+                for k in range(k0, k1):
+                    if not (stops >> k) & 1 and _same(cps, a, b, SCP, SS[k], SS[k + 1]):
+                        stops |= 1 << k
     hashes = 0
     ell = 0
     dots = 0
