@@ -3,22 +3,31 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-requirements
+# the numba kernels, compiled once after the install (scripts/compile_kernels.py) and
+# again when a module of algorithms/ changes; cached beside the modules
+KERNELS := algorithms/__pycache__/.compiled-kernels
+# test processes (pytest-xdist); CI has 2 cores
+TEST_WORKERS ?= 2
 
 .PHONY: demo test bench bench-scale bench-corpus install clean-data
 
-install: $(STAMP)
+install: $(KERNELS)
 
 $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements.txt
 	@touch $(STAMP)
 
+$(KERNELS): $(STAMP) $(wildcard algorithms/*.py)
+	$(PY) scripts/compile_kernels.py
+	@mkdir -p $(dir $@) && touch $@
+
 # Every stage that exists, in pipeline order, on the bundled sample (data/sample/),
 # with the two worked-example demos and the compression table where they belong, and
 # report.py's HTML page of the whole run (data/report.html) last.
 DEMO_STEPS := download_data clean dedup_exact dedup_minhash minhash_demo bpe_demo \
               train_tokenizer compare_tokenizers pack_parallel verify report
-demo: $(STAMP)
+demo: $(KERNELS)
 	@set -e; for s in $(DEMO_STEPS); do \
 	  if [ -f $$s.py ]; then \
 	    echo; echo "===== python $$s.py $$(./scripts/demo_args.sh $$s) ====="; \
@@ -26,12 +35,12 @@ demo: $(STAMP)
 	  fi; \
 	done
 
-test: $(STAMP)
-	$(PY) -m pytest -q --durations=15 tests
+test: $(KERNELS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 tests
 
 # The benchmarks run on data/bench_corpus/: 1.1 GB of distinct real documents built from
 # Debian documentation packages (and one npm package); see scripts/build_bench_corpus.py.
-bench-corpus: $(STAMP)
+bench-corpus: $(KERNELS)
 	@test -f data/bench_corpus/sources.json || $(PY) scripts/build_bench_corpus.py
 
 bench: bench-corpus

@@ -113,11 +113,8 @@ def _special_tables():
     cases = Q.special_cases()
     glued = {"".join(k): k for k in Q.glued_specials()}
     keys = list(cases)
-    hashes = np.array([_hash_py(_cps(k)) for k in keys], np.uint64)
-    order = np.argsort(hashes, kind="stable")
     kcp, ks, tl, ts, pl, ps, glue = [], [0], [], [0], [], [0], []
-    for i in order:
-        k = keys[i]
+    for k in keys:
         kcp += [ord(c) for c in k]
         ks.append(len(kcp))
         tl += [len(t) for t in cases[k]]
@@ -140,11 +137,11 @@ def _special_tables():
     while size < 4 * len(keys):
         size *= 2
     slots = np.full(size, -1, i64)
-    for pos, i in enumerate(order):
-        k = _mix_py(int(hashes[i])) & (size - 1)
+    for i, key in enumerate(keys):
+        k = _mix_py(_hash_py(_cps(key))) & (size - 1)
         while slots[k] >= 0:
             k = (k + 1) & (size - 1)
-        slots[k] = pos
+        slots[k] = i
     return (slots, np.array(kcp, i32), np.array(ks, i64), np.array(tl, i32),
             np.array(ts, i64), np.array(glue, np.bool_), np.array(pl, i32), np.array(ps, i64),
             np.int64(max(map(len, keys))), np.array(ecp, i32), np.array(es, i64),
