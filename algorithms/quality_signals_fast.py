@@ -607,16 +607,28 @@ def _chunk(cps, a, b, F, T, ts, te, n, sufs, cand, tmp_s, tmp_e):
 @njit(cache=True)
 def _words(cps, a, b, F, T, ts, te, sufs, cand, tmp_s, tmp_e):
     """All words of cps[a:b] into ts/te; returns how many."""
+    SH, KCP, KS, MAXK = T[0], T[1], T[2], T[8]
     n = 0
     i = a
     while i < b:
         while i < b and (F[cps[i]] & F_SPACE):
             i += 1
         j = i
-        while j < b and not (F[cps[j]] & F_SPACE):
+        plain = True        # letters only, no CJK: _chunk's shortcut, tested here
+        while j < b:
+            f = F[cps[j]]
+            if f & F_SPACE:
+                break
+            if not (f & F_ALPHA) or (f & F_CJK):
+                plain = False
             j += 1
         if j > i:
-            n = _chunk(cps, i, j, F, T, ts, te, n, sufs, cand, tmp_s, tmp_e)
+            if plain and _special(cps, i, j, SH, KCP, KS, MAXK) < 0:
+                # most chunks: one word, as _chunk would give, without the cost of calling
+                # it (each call takes and releases a reference to every table)
+                n = _emit(ts, te, n, i, j)
+            else:
+                n = _chunk(cps, i, j, F, T, ts, te, n, sufs, cand, tmp_s, tmp_e)
         i = j
     return n
 
