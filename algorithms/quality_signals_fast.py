@@ -607,7 +607,7 @@ def _chunk(cps, a, b, F, T, ts, te, n, sufs, cand, tmp_s, tmp_e):
 @njit(cache=True)
 def _words(cps, a, b, F, T, ts, te, sufs, cand, tmp_s, tmp_e):
     """All words of cps[a:b] into ts/te; returns how many."""
-    SH, KCP, KS, MAXK = T[0], T[1], T[2], T[8]
+    (SH, KCP, KS, TL, TS, GLUE, PL, PS, MAXK, ECP, ES, HY, HS, SCP, SS) = T
     n = 0
     i = a
     while i < b:
