@@ -29,7 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKS = "tutorial,fineweb,gopher_quality,gopher_repetition,c4"
+sys.path.insert(0, str(ROOT))
+from algorithms.cleaning import QUALITY_PACKS  # noqa: E402
+
+PACKS = ",".join(["tutorial", *QUALITY_PACKS])   # the five rules and every pack
 
 
 def chains(d: Path) -> list[list[list[str]]]:
