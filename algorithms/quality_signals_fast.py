@@ -35,6 +35,7 @@ F_CJK, F_ICON, F_PRE, F_SUF = 16, 32, 64, 128
 F_QUOTE, F_DOTAFTER, F_NONPUNCT, F_STOP = 256, 512, 1024, 2048
 F_SENT, F_PCAT, F_URLX, F_REWORD = 4096, 8192, 16384, 32768
 F_DECIMAL, F_SALPHA, F_GLUE0, F_HYPH0 = 65536, 131072, 262144, 524288
+F_LEAD, F_TRAIL = 1 << 20, 1 << 21
 
 _TABLES = None
 _B = np.uint64(0x100000001B3)
@@ -80,6 +81,11 @@ def _flag_table() -> tuple[np.ndarray, np.ndarray]:
     f[sorted({ord(k[0]) for k in glued})] |= F_GLUE0
     assert not any(f[ord(c)] & F_CJK for k in glued for c in k)
     f[[ord(h[0]) for h in Q.HYPHENS]] |= F_HYPH0      # where _infixes looks for hyphens
+    # for _marked: the ASCII marks that the prefix rule, or the suffix rule, takes off a
+    # word alone ("." has a rule of its own)
+    ascii = np.arange(128)
+    f[ascii[(f[:128] & (F_PRE | F_ICON)) != 0]] |= F_LEAD
+    f[ascii[(f[:128] & (F_SUF | F_ICON)) != 0]] |= F_TRAIL
     lower = np.full(n, -1, np.int32)
     for i, c in enumerate(chars):
         lc = c.lower()
@@ -604,6 +610,58 @@ def _chunk(cps, a, b, F, T, ts, te, n, sufs, cand, tmp_s, tmp_e):
     return _glue(cps, n0, n, F, T, ts, te, cand, tmp_s, tmp_e)
 
 
+@njit(cache=True, inline="always")
+def _marked(cps, i, j, F, SH, KCP, KS, MAXK, ts, te, n):
+    """The words of the chunk cps[i:j] when it is one character, or a word of letters (or
+    of ASCII digits) with at most one mark before it and one after it ("(see", "word,",
+    "1990."), and no special case is involved: what _chunk would give, without its
+    calls. Otherwise -1: _chunk does the work. For such a chunk _split_piece takes off
+    the mark before (_prefix_len: 1), then the one after (_suffix_len: 1; no ending after
+    a digit is a mark), and finds no infix and no URL in a word of letters or digits;
+    no span of the pieces is a special case, so _glue changes nothing.
+    tests/test_quality_signals.py checks it against _chunk on every character and every
+    pair of ASCII marks around words and special cases."""
+    if _special(cps, i, j, SH, KCP, KS, MAXK) >= 0:
+        return -1
+    if j - i == 1:
+        return _emit(ts, te, n, i, j)
+    p = i + 1 if F[cps[i]] & F_LEAD else i
+    q = j
+    c = cps[j - 1]
+    if F[c] & F_TRAIL:
+        q = j - 1
+    elif c == 46 and j - 1 > p:          # "." comes off after a digit, a lower-case letter...
+        b = cps[j - 2]
+        if (_digit(b) or (F[b] & (F_LOWER | F_DOTAFTER))
+                or (j - 2 > p and (F[cps[j - 3]] & F_UPPER) and (F[b] & F_UPPER))):
+            q = j - 1
+    if q <= p:
+        return -1
+    digits = _digit(cps[p])
+    for r in range(p, q):
+        f = F[cps[r]]
+        if digits:
+            if not _digit(cps[r]):
+                return -1
+        elif not (f & F_ALPHA) or (f & F_CJK):
+            return -1
+    # no special case on any span of the pieces, so nothing to keep whole or glue
+    if (q - p < j - i and _special(cps, p, q, SH, KCP, KS, MAXK) >= 0):
+        return -1
+    if p > i and (_special(cps, i, p, SH, KCP, KS, MAXK) >= 0
+                  or (q < j and _special(cps, i, q, SH, KCP, KS, MAXK) >= 0)):
+        return -1
+    if q < j and (_special(cps, q, j, SH, KCP, KS, MAXK) >= 0
+                  or (p > i and _special(cps, p, j, SH, KCP, KS, MAXK) >= 0)):
+        return -1
+    if p > i:
+        n = _emit(ts, te, n, i, p)
+    n = _emit(ts, te, n, p, q)
+    if q < j:
+        n = _emit(ts, te, n, q, j)
+    return n
+
+
 @njit(cache=True)
 def _words(cps, a, b, F, T, ts, te, sufs, cand, tmp_s, tmp_e):
     """All words of cps[a:b] into ts/te; returns how many."""
@@ -628,7 +686,8 @@ def _words(cps, a, b, F, T, ts, te, sufs, cand, tmp_s, tmp_e):
                 # it (each call takes and releases a reference to every table)
                 n = _emit(ts, te, n, i, j)
             else:
-                n = _chunk(cps, i, j, F, T, ts, te, n, sufs, cand, tmp_s, tmp_e)
+                m = -1 if plain else _marked(cps, i, j, F, SH, KCP, KS, MAXK, ts, te, n)
+                n = m if m >= 0 else _chunk(cps, i, j, F, T, ts, te, n, sufs, cand, tmp_s, tmp_e)
         i = j
     return n
 

@@ -118,6 +118,61 @@ def test_special_case_table_finds_every_case():
         assert near < 0 or "".join(map(chr, KCP[KS[near]:KS[near + 1]])) == key + "x"
 
 
+def _every_chunk_through_the_splitter():
+    """_words without its shortcuts: every whitespace-free chunk through _chunk."""
+    from algorithms.jit import njit
+
+    @njit
+    def words(cps, F, T, ts, te, sufs, cand, tmp_s, tmp_e):
+        n = 0
+        i = 0
+        while i < cps.shape[0]:
+            while i < cps.shape[0] and (F[cps[i]] & QF.F_SPACE):
+                i += 1
+            j = i
+            while j < cps.shape[0] and not (F[cps[j]] & QF.F_SPACE):
+                j += 1
+            if j > i:
+                n = QF._chunk(cps, i, j, F, T, ts, te, n, sufs, cand, tmp_s, tmp_e)
+            i = j
+        return n
+    return words
+
+
+def test_word_shortcuts_cut_as_the_splitter_does():
+    """_words cuts a chunk of letters, one character, or a word of letters or digits
+    between ASCII marks ("(see", "word,", "1990.") itself; each gives exactly the words
+    of the full splitter (_chunk): every character of Unicode alone, and every pair of
+    ASCII marks around words, numbers and spaCy's special cases."""
+    F, LOWER, *T = QF.tables()
+    T = tuple(T)
+    marks = [""] + [chr(c) for c in range(33, 127) if not chr(c).isalnum()]
+    cores = ["a", "I", "s", "word", "Word", "WORD", "AB", "aB", "Ab", "5", "10", "1990",
+             "km", "C", "F", "US", "x", "e", "g", "ÄÖ", "ä", "αβγ", "ΑΒ", "кир", "中文"]
+    cores += [k for k in Q.special_cases() if k.isalnum()]
+    cores += ["".join(c for c in k if c.isalnum()) for k in Q.special_cases()]
+    chunks = [chr(c) for c in range(1, 0x110000)
+              if not chr(c).isspace() and not 0xD800 <= c < 0xE000]
+    chunks += [a + c + b for c in cores if c for a in marks for b in marks]
+    chunks += list(Q.special_cases()) + [a + k + b for k in Q.special_cases()
+                                         for a in ("(", '"', "") for b in (".", ",", ")", "")]
+    cps = np.array([ord(c) for c in " ".join(chunks)], np.int32)
+    cap = len(cps) + 2
+    out = []
+    for fn in (QF._words, _every_chunk_through_the_splitter()):
+        ts, te = np.empty(cap, np.int64), np.empty(cap, np.int64)
+        bufs = (np.empty(cap, np.int64), np.empty(cap * 12, np.int64),
+                np.empty(cap, np.int64), np.empty(cap, np.int64))
+        if fn is QF._words:
+            n = fn(cps, 0, len(cps), F, T, ts, te, *bufs)
+        else:
+            n = fn(cps, F, T, ts, te, *bufs)
+        out.append((ts[:n].copy(), te[:n].copy()))
+    (fs, fe), (rs, re) = out
+    assert len(fs) == len(rs) and np.array_equal(fs, rs) and np.array_equal(fe, re)
+    assert len(fs) > len(chunks)          # marks were cut off, somewhere
+
+
 def test_words_are_spacys_english_tokens():
     from datatrove.utils.text import split_into_words
     texts, langs, _ = sample()
