@@ -75,6 +75,21 @@ def test_no_pandas_import():
     assert cp.stdout.strip() == "True"
 
 
+def test_exact_digests_of_special_texts_import_no_pandas():
+    """dedup_exact leaves a text holding a character whose lower case is longer ("İ") to
+    the readable digest; picking those rows out of the batch imports no pandas either."""
+    code = ("import sys\n"
+            "from pipeline.arrays import strings\n"
+            "from algorithms import exact_dedup, exact_dedup_fast\n"
+            "texts = ['İstanbul  ve Ankara', 'plain text', None]\n"
+            "got = exact_dedup_fast.batch_digests(strings(texts))\n"
+            "assert got == [exact_dedup.digest(t) for t in texts], 'digests differ'\n"
+            "print('pandas' in sys.modules)\n")
+    cp = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.strip() == "False"
+
+
 def test_combine():
     from pipeline.arrays import combine
     a, b = pa.array(["x", None]), pa.array(["y"])
