@@ -1028,7 +1028,8 @@ def space(run: Run) -> int:
 
 
 STAGE = Stage("clean", __doc__, run, flags=flags, check=check, config=config, space=space,
-              sweep=sweep_run, after_commit=after_commit, reads=layout.RAW)
+              sweep=sweep_run, after_commit=after_commit, reads=layout.RAW,
+              compiled=lambda a: kept_store.nothing_kept(a.output, "signals", ("signals",)))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -677,7 +677,8 @@ def space(run: Run) -> int:
 
 
 STAGE = Stage("dedup_minhash", __doc__, run, flags=flags, check=check, config=config,
-              space=space, sweep=sweep_run, after_commit=after_commit, reads=layout.DEDUP_EXACT)
+              space=space, sweep=sweep_run, after_commit=after_commit, reads=layout.DEDUP_EXACT,
+              compiled=lambda a: kept_store.nothing_kept(a.output, KIND, ("signatures", "bands")))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -269,8 +269,21 @@ def space(run: Run) -> int | None:
     return sum(f.stat().st_size for f in files) or None
 
 
+def several_tasks(args) -> bool:
+    """Whether local files make several units, from their sizes alone (no thread is
+    started before the pool is forked); the hub's files are listed later, over the
+    network, and their pool is started then."""
+    if args.dataset in HUB or args.workers < 2:
+        return False
+    try:
+        files = expand_inputs(str(layout.SAMPLE) if args.dataset == "sample" else args.input)
+        return len(group_files(files, args.shard_bytes // UNIT_PER_SHARD)) > 1
+    except (OSError, StageError):
+        return False    # config() names the problem
+
+
 STAGE = Stage("download_data", __doc__, run, flags=flags, check=check, config=config,
-              space=space, reuse_current=True, plans_units=False,
+              space=space, reuse_current=True, plans_units=False, several_tasks=several_tasks,
               current_note=lambda run: describe(run.output))
 
 

@@ -118,6 +118,14 @@ def side_store(output: str | os.PathLike, kind: str) -> Path:
     return output.parent / f".{output.name}.{kind}"
 
 
+def nothing_kept(output: str | os.PathLike, kind: str, names: tuple[str, ...]) -> bool:
+    """Whether neither the output nor its side store `kind` holds any of the stores
+    `names`: then a run measures everything (a hint taken before the run plans its
+    units; the run itself decides from the indexes, under its locks)."""
+    return not any(index_path(where / name).exists()
+                   for where in (Path(output), side_store(output, kind)) for name in names)
+
+
 def sources(output: str | os.PathLike, kind: str, stores: dict[str, tuple[dict, bool]],
             units: list, labels: dict[str, str] | None = None
             ) -> tuple[dict[str, list[list[list[dict]]]], list[str]]:

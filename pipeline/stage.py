@@ -146,8 +146,10 @@ class Stage:
                  reuse_current: bool = False, files_into: bool = False,
                  manifest_name: str = MANIFEST, extra_inputs: Callable | None = None,
                  plans_units: bool = True, current_note: Callable | None = None,
-                 after_commit: Callable | None = None, compiled: bool = False,
-                 prefork: Callable | None = None):
+                 after_commit: Callable | None = None,
+                 compiled: bool | Callable[[argparse.Namespace], bool] = False,
+                 prefork: Callable | None = None,
+                 several_tasks: Callable[[argparse.Namespace], bool] | None = None):
         self.name, self.doc, self.run_fn = name, doc, run
         self.script = layout.STAGES[name][0]
         self.flags_fn, self.check_fn, self.config_fn = flags, check, config
@@ -160,12 +162,18 @@ class Stage:
         self.plans_units, self.current_note = plans_units, current_note
         self.after_commit = after_commit
         # every task of a run that does work runs numba kernels: set numba up once, in the
-        # driver, before the pool is forked (local_pool.start_pool_early). Not for clean
-        # and dedup_minhash, whose reruns read kept measurements and never load numba.
+        # driver, before the pool is forked (local_pool.start_pool_early), so that the
+        # workers inherit it instead of each importing it. A callable compiled(args) says
+        # it per run: clean and dedup_minhash need numba only when nothing is kept (a
+        # rerun reads kept measurements and never loads it).
         self.compiled = compiled
         # prefork(args): what every task builds the same way (pack's encoders), built once
         # in the driver before the pool is forked, so the workers inherit it
         self.prefork = prefork
+        # several_tasks(args): for a stage that plans no units from an input folder
+        # (download), whether this run will have several tasks, judged without starting a
+        # thread; then the pool is forked early too (needs_pool)
+        self.several_tasks = several_tasks
 
     # -- 1. flags ---------------------------------------------------------------------
     def parser(self, argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -202,6 +210,8 @@ class Stage:
         is forked from a process that has none): a stage without units (download), or an
         input of one shard of at most one --task-mb, runs its one task here and starts no
         pool (units never span shards: each shard is at least one task)."""
+        if self.several_tasks is not None:
+            return self.several_tasks(args)
         if self.reads is None or not self.plans_units:
             return False
         try:
@@ -253,7 +263,8 @@ class Stage:
         if self.needs_pool(args) and not self.looks_current(args):
             if self.prefork:
                 self.prefork(args)
-            start_pool_early(args, compiled=self.compiled)
+            start_pool_early(args, compiled=(self.compiled(args) if callable(self.compiled)
+                                             else self.compiled))
         extra = self.extra_inputs_fn(args) if self.extra_inputs_fn else {}
         locks = self.lock_inputs(args, extra)
         try:

@@ -24,8 +24,9 @@ class Watch:
     def find_spec(self, name, path=None, target=None):
         if name in NAMES:
             with open(LOG, "a") as f:
+                stack = [s for s in traceback.format_stack() if "<frozen importlib" not in s]
                 f.write(f"{name} imported in pid {os.getpid()}, argv {sys.argv}:\\n"
-                        + "".join(traceback.format_stack()[-14:]) + "\\n")
+                        + "".join(stack[-14:]) + "\\n")
         return None
 sys.meta_path.insert(0, Watch())   # inherited by every worker the stage forks
 script = sys.argv[1]

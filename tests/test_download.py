@@ -389,6 +389,14 @@ def test_many_local_files_convert_in_parallel_tasks_to_the_same_shards(tmp_path)
     run(tmp_path / "one", 1)
     run(tmp_path / "two", 2)
     assert _shard_bytes(tmp_path / "one") == _shard_bytes(tmp_path / "two")
+    # several units: the pool is forked from the stage at its start (start_pool_early),
+    # before any thread, not from a fork server that would import datatrove once more
+    from conftest import run_watching_imports
+    log = run_watching_imports("download_data.py", ["--input", src, "--output", tmp_path / "w",
+                                                    "--shard-bytes", shard_bytes, "--workers", 2],
+                               "datatrove.executor.local", tmp_path)
+    assert "start_pool_early" in log, log
+    assert _shard_bytes(tmp_path / "w") == _shard_bytes(tmp_path / "one")
     names = sorted(_shard_bytes(tmp_path / "two"))
     assert [n.split("-")[1] for n in names] == ["00000", "00001", "00002", "00003", "00004"]
     assert _raw_texts(tmp_path / "two") == texts

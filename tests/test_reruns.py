@@ -433,6 +433,21 @@ def test_minhash_rerun_that_reuses_signatures_never_imports_numba(dedup_first, t
     assert "numba imported" in first
 
 
+def test_a_first_run_imports_numba_once_for_all_its_workers(dedup_first, tmp_path):
+    """When nothing is kept (a first run), clean and dedup_minhash set numba up in the
+    driver before the pool's workers are forked, so it is imported once (0.5 s of CPU),
+    not once in every worker; with kept measurements, not at all (the test above)."""
+    from conftest import run_watching_imports
+
+    d = _copy(dedup_first, tmp_path)
+    for script, src in (("clean.py", "raw"), ("dedup_minhash.py", "dedup_exact")):
+        log = run_watching_imports(script, ["--input", d / src, "--output", d / f"new_{src}",
+                                            "--workers", "2", "--task-mb", "1"], "numba",
+                                   tmp_path)
+        # imported once, by the driver as it started the pool
+        assert log.count("numba imported") == 1 and "start_pool_early" in log, (script, log)
+
+
 def test_minhash_identical_rerun_links_every_file_and_reports_the_same(dedup_first, tmp_path):
     """A rerun with the same flags changes no unit: every output file is linked, the
     report's ids and texts are read in the driver instead of by filter tasks, and the
