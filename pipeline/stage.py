@@ -207,9 +207,10 @@ class Stage:
     def needs_pool(self, args: argparse.Namespace) -> bool:
         """Whether this run has more than one task for the worker pool, judged from the
         input's manifest alone (reading parquet footers would start threads, and the pool
-        is forked from a process that has none): a stage without units (download), or an
-        input of one shard of at most one --task-mb, runs its one task here and starts no
-        pool (units never span shards: each shard is at least one task)."""
+        is forked from a process that has none), or from the stage's several_tasks(args)
+        (download: its local files' sizes). An input of one shard of at most one
+        --task-mb runs its one task here and starts no pool (units never span shards:
+        each shard is at least one task)."""
         if self.several_tasks is not None:
             return self.several_tasks(args)
         if self.reads is None or not self.plans_units:
