@@ -59,6 +59,13 @@ def test_to_numpy_nulls():
         to_numpy(pa.array(["a"]))
 
 
+def _fresh_python(code: str) -> str:
+    """Run code in a new interpreter at the repository root; what it printed."""
+    cp = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert cp.returncode == 0, cp.stderr
+    return cp.stdout.strip()
+
+
 def test_no_pandas_import():
     code = ("import sys, numpy as np, pyarrow as pa\n"
             "from pipeline.arrays import combine, from_numpy, strings, to_numpy\n"
@@ -69,10 +76,8 @@ def test_no_pandas_import():
             "assert 'pandas' not in sys.modules, 'pandas imported'\n"
             "pa.chunked_array([], pa.string()).combine_chunks()\n"
             "print('pandas' in sys.modules)\n")
-    cp = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert cp.returncode == 0, cp.stderr
     # the check itself can fail: pyarrow's own call does import pandas here
-    assert cp.stdout.strip() == "True"
+    assert _fresh_python(code) == "True"
 
 
 def test_exact_digests_of_special_texts_import_no_pandas():
@@ -85,9 +90,7 @@ def test_exact_digests_of_special_texts_import_no_pandas():
             "got = exact_dedup_fast.batch_digests(strings(texts))\n"
             "assert got == [exact_dedup.digest(t) for t in texts], 'digests differ'\n"
             "print('pandas' in sys.modules)\n")
-    cp = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert cp.returncode == 0, cp.stderr
-    assert cp.stdout.strip() == "False"
+    assert _fresh_python(code) == "False"
 
 
 def test_combine():
