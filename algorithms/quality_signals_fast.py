@@ -23,6 +23,8 @@ column's Arrow UTF-8 buffers by numba, the way algorithms/cleaning_fast.py does 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 from .jit import njit
@@ -154,11 +156,35 @@ def _special_tables():
             np.array(hy, i32), np.array(hs, i64), np.array(scp, i32), np.array(ss, i64))
 
 
+def _cached_flag_table() -> tuple[np.ndarray, np.ndarray]:
+    """_flag_table(), cached on disk (algorithms/unicode_cache.py): building it walks every
+    code point in Python several times (1.5 s, paid by every worker that measures a pack);
+    loading it takes milliseconds. The table also depends on this module's rules and
+    spaCy's table, so the file is named by a digest of the files that hold them: an edit
+    to either builds it again."""
+    import hashlib
+
+    from .unicode_cache import cached_table
+
+    here = Path(__file__).resolve().parent
+    digest = hashlib.blake2b(digest_size=8)
+    for name in ("quality_signals.py", "quality_signals_fast.py", "spacy_en_special_cases.json"):
+        digest.update((here / name).read_bytes())
+
+    def build() -> np.ndarray:
+        f, lower = _flag_table()
+        return np.stack([f.astype(np.int64), lower.astype(np.int64)])
+
+    both = cached_table(f"quality-flags-{digest.hexdigest()}", build)
+    return both[0].astype(np.uint32), both[1].astype(np.int32)
+
+
 def tables():
-    """(flags, lower, specials...) built once per process from Python and the spaCy table."""
+    """(flags, lower, specials...) built once per process from Python and the spaCy table
+    (the per-code-point part read from the disk cache)."""
     global _TABLES
     if _TABLES is None:
-        f, lower = _flag_table()
+        f, lower = _cached_flag_table()
         _TABLES = (f, lower) + _special_tables()
     return _TABLES
 

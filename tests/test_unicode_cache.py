@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from algorithms import cleaning, cleaning_fast, minhash_fast, unicode_cache
+import shutil
+from pathlib import Path
+
+from algorithms import cleaning, cleaning_fast, minhash_fast, quality_signals_fast, unicode_cache
 
 
 def test_cached_tables_equal_a_fresh_build(tmp_path, monkeypatch):
@@ -20,3 +23,29 @@ def test_cached_tables_equal_a_fresh_build(tmp_path, monkeypatch):
     assert unicode_cache.cached_table("t", build).tolist() == [0, 1, 2, 3, 4]
     assert unicode_cache.cached_table("t", build).tolist() == [0, 1, 2, 3, 4]
     assert calls == [1] and list((tmp_path / "__pycache__").glob("t-py*-unicode*.npy"))
+
+
+def test_quality_flags_are_cached_and_rebuilt_when_their_rules_change(tmp_path, monkeypatch):
+    # the cached table is the one _flag_table builds
+    fresh = quality_signals_fast._flag_table()
+    cached = quality_signals_fast._cached_flag_table()
+    for a, b in zip(fresh, cached):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    # in a copy of the files it depends on: built once, read back, built again when
+    # spaCy's table (one of those files) changes
+    src = Path(quality_signals_fast.__file__).parent
+    for name in ("quality_signals.py", "quality_signals_fast.py", "spacy_en_special_cases.json"):
+        shutil.copy(src / name, tmp_path / name)
+    monkeypatch.setattr(quality_signals_fast, "__file__", str(tmp_path / "quality_signals_fast.py"))
+    monkeypatch.setattr(unicode_cache, "__file__", str(tmp_path / "unicode_cache.py"))
+    builds = []
+    monkeypatch.setattr(quality_signals_fast, "_flag_table",
+                        lambda: builds.append(1) or (np.array([7], np.uint32), np.array([-1], np.int32)))
+    for _ in range(2):
+        f, lower = quality_signals_fast._cached_flag_table()
+        assert f.tolist() == [7] and lower.tolist() == [-1]
+    assert builds == [1]
+    with open(tmp_path / "spacy_en_special_cases.json", "a") as out:
+        out.write(" ")
+    quality_signals_fast._cached_flag_table()
+    assert builds == [1, 1] and len(list((tmp_path / "__pycache__").glob("quality-flags-*"))) == 2
