@@ -74,7 +74,7 @@ import pyarrow.parquet as pq
 
 from algorithms import cleaning
 from algorithms.cleaning import Decider, LanguageRule, LidCalls, Recipe, Signals
-from algorithms.langid import LazyLid, check_lid, default_lid_model
+from algorithms.langid import LazyLid, check_lid, default_lid_model, load_lid
 from pipeline import kept_store, layout
 from pipeline.arrays import from_numpy, strings
 from pipeline.errors import StageError, run_stage
@@ -1027,9 +1027,22 @@ def space(run: Run) -> int:
     return unit_bytes_on_disk(run.units) + 100 * run.total_docs
 
 
+def load_lid_once(args) -> None:
+    """Before the worker pool is forked: on a first run (nothing kept) whose rules need the
+    documents' languages, the language-ID model is built and its kernel loaded here, once,
+    so that the workers inherit it instead of each building it (0.37 s of CPU a worker).
+    A rerun that reads kept language-ID calls still never loads it."""
+    if not kept_store.nothing_kept(args.output, "signals", ("signals",)):
+        return
+    recipe = recipe_of(args)
+    if any(recipe.needs_language(r) for r in recipe.rules):
+        load_lid(lid_path(args)).predict("")
+
+
 STAGE = Stage("clean", __doc__, run, flags=flags, check=check, config=config, space=space,
               sweep=sweep_run, after_commit=after_commit, reads=layout.RAW,
-              compiled=lambda a: kept_store.nothing_kept(a.output, "signals", ("signals",)))
+              compiled=lambda a: kept_store.nothing_kept(a.output, "signals", ("signals",)),
+              prefork=load_lid_once)
 
 
 def main(argv: list[str] | None = None) -> int:

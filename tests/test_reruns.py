@@ -436,7 +436,8 @@ def test_minhash_rerun_that_reuses_signatures_never_imports_numba(dedup_first, t
 def test_a_first_run_imports_numba_once_for_all_its_workers(dedup_first, tmp_path):
     """When nothing is kept (a first run), clean and dedup_minhash set numba up in the
     driver before the pool's workers are forked, so it is imported once (0.5 s of CPU),
-    not once in every worker; with kept measurements, not at all (the test above)."""
+    not once in every worker; with kept measurements, not at all (the test above). clean
+    builds its language-ID model there too."""
     from conftest import run_watching_imports
 
     d = _copy(dedup_first, tmp_path)
@@ -444,8 +445,15 @@ def test_a_first_run_imports_numba_once_for_all_its_workers(dedup_first, tmp_pat
         log = run_watching_imports(script, ["--input", d / src, "--output", d / f"new_{src}",
                                             "--workers", "2", "--task-mb", "1"], "numba",
                                    tmp_path)
-        # imported once, by the driver as it started the pool
-        assert log.count("numba imported") == 1 and "start_pool_early" in log, (script, log)
+        # imported once, by the driver before it started the pool (clean: as it built the
+        # language-ID model)
+        before_fork = "load_lid_once" if script == "clean.py" else "start_pool_early"
+        assert log.count("numba imported") == 1 and before_fork in log, (script, log)
+    # and clean builds the language-ID model once, in the driver, for every worker
+    log = run_watching_imports("clean.py", ["--input", d / "raw", "--output", d / "new_lid",
+                                            "--workers", "2", "--task-mb", "1"],
+                               "algorithms.langid_fast", tmp_path)
+    assert log.count("imported in pid") == 1 and "load_lid_once" in log, log
 
 
 def test_minhash_identical_rerun_links_every_file_and_reports_the_same(dedup_first, tmp_path):
