@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 import shutil
 from pathlib import Path
+
+import numpy as np
 
 from algorithms import cleaning, cleaning_fast, minhash_fast, quality_signals_fast, unicode_cache
 
@@ -36,11 +36,12 @@ def test_quality_flags_are_cached_and_rebuilt_when_their_rules_change(tmp_path, 
     src = Path(quality_signals_fast.__file__).parent
     for name in ("quality_signals.py", "quality_signals_fast.py", "spacy_en_special_cases.json"):
         shutil.copy(src / name, tmp_path / name)
-    monkeypatch.setattr(quality_signals_fast, "__file__", str(tmp_path / "quality_signals_fast.py"))
+    monkeypatch.setattr(quality_signals_fast, "__file__",
+                        str(tmp_path / "quality_signals_fast.py"))
     monkeypatch.setattr(unicode_cache, "__file__", str(tmp_path / "unicode_cache.py"))
     builds = []
-    monkeypatch.setattr(quality_signals_fast, "_flag_table",
-                        lambda: builds.append(1) or (np.array([7], np.uint32), np.array([-1], np.int32)))
+    tiny = (np.array([7], np.uint32), np.array([-1], np.int32))
+    monkeypatch.setattr(quality_signals_fast, "_flag_table", lambda: builds.append(1) or tiny)
     for _ in range(2):
         f, lower = quality_signals_fast._cached_flag_table()
         assert f.tolist() == [7] and lower.tolist() == [-1]
