@@ -13,6 +13,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from . import collector
+
 def _quiet(verbose: bool) -> None:
     if not verbose:
         from loguru import logger
@@ -114,6 +116,7 @@ def start_pool_early(args: argparse.Namespace, compiled: bool = False) -> None:
         from numba.core import registry
 
         registry.cpu_target.target_context.refresh()
+    collector.resume()   # the workers start collecting, and never walk what is frozen
     _stage_pool(int(args.workers), "fork")
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import layout
+from . import collector, layout
 from .errors import StageError
 from .executors import add_executor_args
 from .local_pool import start_pool_early
@@ -260,12 +260,16 @@ class Stage:
 
     # -- 3-5. the run -------------------------------------------------------------------
     def main(self, argv: list[str] | None = None) -> int:
-        args = self.parse(argv)
-        if self.needs_pool(args) and not self.looks_current(args):
-            if self.prefork:
-                self.prefork(args)
-            start_pool_early(args, compiled=(self.compiled(args) if callable(self.compiled)
-                                             else self.compiled))
+        collector.pause(freeze=collector.running_as(self.script))   # until set up
+        try:
+            args = self.parse(argv)
+            if self.needs_pool(args) and not self.looks_current(args):
+                if self.prefork:
+                    self.prefork(args)
+                start_pool_early(args, compiled=(self.compiled(args) if callable(self.compiled)
+                                                 else self.compiled))
+        finally:
+            collector.resume()
         extra = self.extra_inputs_fn(args) if self.extra_inputs_fn else {}
         locks = self.lock_inputs(args, extra)
         try:
