@@ -134,11 +134,11 @@ def compute_signatures(unit: Unit, mh: minhash.MinHasher, sig_path: Path) -> tup
     start = nbytes = short = 0
     prog = task_progress()
     for batch in read_unit(unit, columns=["text"], batch_rows=BATCH_ROWS):
-        texts = batch.column(0).to_pylist()
-        s, lens = mh.signatures_and_lengths(texts)
+        texts = batch.column(0)
+        s, lens = mh.signatures_of_column(texts)
         sig[start:start + len(texts)] = s
         start += len(texts)
-        b = int(pc.sum(pc.binary_length(batch.column(0))).as_py() or 0)
+        b = int(pc.sum(pc.binary_length(texts)).as_py() or 0)
         nbytes += b
         short += int((lens < mh.n).sum())
         prog.add(len(texts), b)

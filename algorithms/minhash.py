@@ -167,6 +167,26 @@ class MinHasher:
             out[short], lens[short] = sub, sub_lens
         return out, lens
 
+    def signatures_of_column(self, col) -> tuple[np.ndarray, np.ndarray]:
+        """signatures_and_lengths(col.to_pylist()) for an Arrow string column (a null is
+        an empty text), read from the column's own UTF-8 buffer: no Python string and no
+        array of code points is made, except for the rare text the kernel leaves to
+        signatures_and_lengths (longer than LONG_TEXT bytes, or holding a character whose
+        lowercase needs str.lower())."""
+        from pipeline.arrays import fill_empty, from_numpy, text_buffers
+
+        col = fill_empty(col)
+        data, offsets = text_buffers(col)
+        out = self.empty(len(offsets) - 1)
+        lens = np.zeros(len(out), dtype=np.int64)
+        fast._sig_utf8_texts(data, offsets, self.n, self.a, self.b, _char_map(), LONG_TEXT,
+                             out, lens)
+        left = np.flatnonzero(lens < 0)
+        if len(left):
+            out[left], lens[left] = self.signatures_and_lengths(
+                col.take(from_numpy(left)).to_pylist())
+        return out, lens
+
     def signature(self, text: str, normalised: bool = False) -> np.ndarray:
         return self.signatures([text], normalised)[0]
 

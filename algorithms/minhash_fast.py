@@ -233,6 +233,71 @@ def _sig_raw_texts(cp, offsets, n, a, b, char_map, out, lens):
 
 
 @kernel(cache=True)
+def _normalise_utf8_into(data, start, stop, char_map, buf):
+    """_normalise_into for the UTF-8 bytes data[start:stop] (an Arrow string column's own
+    buffer): each character is decoded, then mapped, as _normalise_into maps the code
+    points of the same text. Returns -1 as it does, and also for bytes that are not
+    valid UTF-8 (then normalise() must: it reports them as Python does)."""
+    m = 0
+    prev = np.uint32(32)
+    special = False
+    p = start
+    while p < stop:
+        c = np.uint32(data[p])
+        if c < 0x80:
+            p += 1
+        elif c >= 0xC0 and c < 0xE0 and p + 2 <= stop:
+            c = ((c & 0x1F) << 6) | (np.uint32(data[p + 1]) & 0x3F)
+            p += 2
+        elif c >= 0xE0 and c < 0xF0 and p + 3 <= stop:
+            c = (((c & 0x0F) << 12) | ((np.uint32(data[p + 1]) & 0x3F) << 6)
+                 | (np.uint32(data[p + 2]) & 0x3F))
+            p += 3
+        elif c >= 0xF0 and c < 0xF5 and p + 4 <= stop:
+            c = (((c & 0x07) << 18) | ((np.uint32(data[p + 1]) & 0x3F) << 12)
+                 | ((np.uint32(data[p + 2]) & 0x3F) << 6) | (np.uint32(data[p + 3]) & 0x3F))
+            p += 4
+        else:
+            return -1
+        if c >= len(char_map):
+            return -1
+        c = char_map[c]
+        buf[m] = c
+        m += (c != 32) | (prev != 32)
+        prev = c
+        special |= c == SPECIAL
+    if m > 0 and buf[m - 1] == 32:
+        m -= 1
+    return -1 if special else m
+
+
+@kernel(cache=True)
+def _sig_utf8_texts(data, offsets, n, a, b, char_map, long_bytes, out, lens):
+    """_sig_raw_texts for the UTF-8 texts data[offsets[d]:offsets[d+1]], read where they
+    are: no Python string, no array of code points. lens[d] = -1 as there, and -2 for a
+    text of more than long_bytes bytes (left to the caller, whose pieces bound memory)."""
+    a_lo, a_hi = _split_multipliers(a)
+    longest = 1
+    for d in range(offsets.shape[0] - 1):
+        size = offsets[d + 1] - offsets[d]
+        if size <= long_bytes:
+            longest = max(longest, size)      # a text has no more characters than bytes
+    buf = np.empty(longest, np.uint32)
+    hs = np.empty(BLOCK, np.uint64)
+    xs = np.empty(2 * BLOCK, np.uint32)
+    seen = np.empty(SEEN_SLOTS, np.uint32)
+    for d in range(offsets.shape[0] - 1):
+        s, e = offsets[d], offsets[d + 1]
+        if e - s > long_bytes:
+            lens[d] = -2
+            continue
+        m = _normalise_utf8_into(data, s, e, char_map, buf)
+        lens[d] = m
+        if m >= 0:
+            _sign_text(buf, 0, m, n, a_lo, a_hi, b, out[d], hs, xs, seen)
+
+
+@kernel(cache=True)
 def _sig_hashed(x, offsets, a, b, out):
     """Signatures of sets given directly as 32-bit shingle hashes (used by the demo's
     simulation of pairs with an exact Jaccard similarity)."""

@@ -155,6 +155,63 @@ def test_hashed_sets_equal_the_reference():
         assert (row == min_hash(s, mh.a, mh.b)).all()
 
 
+@pytest.mark.parametrize("k,n", [(128, 5), (16, 3)])
+def test_column_signatures_equal_the_list_ones(k, n):
+    """signatures_of_column (the kernel reads the Arrow column's UTF-8 bytes) gives what
+    signatures_and_lengths gives for the same texts as Python strings: on the bundled
+    sample, on random text over every plane, on the characters left to normalise()
+    (capital sigma, U+0130), on nulls, on a text of more bytes than LONG_TEXT but fewer
+    characters, on one longer than LONG_TEXT, and on a sliced column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from conftest import SAMPLE
+
+    mh = dm.MinHasher(num_perm=k, ngram=n, seed=3)
+    cjk = "".join(chr(0x4E00 + i % 20_000) for i in range(fast.LONG_TEXT // 2))
+    assert len(cjk) <= fast.LONG_TEXT < len(cjk.encode())
+    long_ascii = "word " * (fast.LONG_TEXT // 4)
+    texts = (VARIED + random_texts(k + n, 300) + [None, "", "ab", "ΣΟΦΟΣ ΟΔΟΣ", "İstanbul",
+             cjk, long_ascii, "Σ" + cjk, "a\u3000\x85b  \n c\u2028"]
+             + pq.read_table(SAMPLE, columns=["text"]).column("text").to_pylist()[:400])
+    col = pa.array(texts, pa.string())
+    got_sig, got_len = mh.signatures_of_column(col)
+    want_sig, want_len = mh.signatures_and_lengths(texts)
+    assert (got_sig == want_sig).all() and (got_len == want_len).all()
+    part = col.slice(7, 50)                          # an offset into the buffers
+    got_sig, got_len = mh.signatures_of_column(part)
+    assert (got_sig == want_sig[7:57]).all() and (got_len == want_len[7:57]).all()
+    # what the kernel left to Python: the long texts (-2) and normalise()'s characters
+    data, offsets = _buffers(col)
+    out, lens = mh.empty(len(texts)), np.zeros(len(texts), np.int64)
+    fast._sig_utf8_texts(data, offsets, mh.n, mh.a, mh.b, fast._char_map(), fast.LONG_TEXT,
+                         out, lens)
+    assert lens[texts.index(cjk)] == -2 and lens[texts.index(long_ascii)] == -2
+    assert lens[texts.index("ΣΟΦΟΣ ΟΔΟΣ")] == -1 and lens[texts.index("İstanbul")] == -1
+    cmap = fast._char_map()
+    for t, m in zip(texts, lens):
+        if m != -2:      # -1 exactly for the texts holding a character left to normalise()
+            assert (m == -1) == any(cmap[ord(c)] == fast.SPECIAL for c in t or ""), t
+
+
+def test_column_kernel_refuses_bytes_that_are_not_utf8():
+    """Bytes that are not UTF-8 (a truncated character, a stray continuation byte, a lead
+    byte beyond U+10FFFF) are left to Python (-1), never read past the text's end."""
+    mh = dm.MinHasher(num_perm=8)
+    for bad in (b"abc\xe4\xb8", b"\x80abc", b"ab\xf8\x88\x80\x80\x80", b"\xf4\x90\x80\x80"):
+        data = np.frombuffer(bad + b"\xe4\xb8\xad", np.uint8)   # a valid character after
+        out, lens = mh.empty(1), np.zeros(1, np.int64)
+        fast._sig_utf8_texts(data, np.array([0, len(bad)], np.int64), mh.n, mh.a, mh.b,
+                             fast._char_map(), fast.LONG_TEXT, out, lens)
+        assert lens[0] == -1, bad
+
+
+def _buffers(col):
+    from pipeline.arrays import text_buffers
+
+    return text_buffers(col)
+
+
 def test_char_map_is_normalise_one_character_at_a_time():
     cmap = fast._char_map()
     rng = random.Random(1)
