@@ -10,7 +10,11 @@ buffers, without making a Python string per document:
 and gets exactly the same numbers: the same code points (decoded from UTF-8), the same
 str.isalnum() and str.isspace() (tables built from Python's own answers for every code
 point), the same lines (split on "\\n", stripped, blank ones left out) compared byte for
-byte (equal UTF-8 means equal strings), the same float divisions.
+byte (equal UTF-8 means equal strings), the same float divisions. Each document is read
+once: its lines are found as its characters are, hashed eight bytes at a time and
+counted in a hash table of line numbers. (The pass used to find the lines in a second
+reading, hash them a byte at a time and sort them by hash: 0.110 -> 0.065 CPU s on the
+first 20 MB of the benchmark corpus, fastest of six, alternating.)
 """
 
 from __future__ import annotations
@@ -55,17 +59,6 @@ def _decode(data, p):
 
 
 @njit(cache=True, inline="always")
-def _line_hash(data, a, b):
-    h = np.uint64(0xCBF29CE484222325)
-    for q in range(a, b):
-        h = (h ^ np.uint64(data[q])) * np.uint64(0x100000001B3)
-    h ^= h >> np.uint64(33)
-    h *= np.uint64(0xFF51AFD7ED558CCD)
-    h ^= h >> np.uint64(33)
-    return h
-
-
-@njit(cache=True, inline="always")
 def _same_bytes(data, a0, a1, b0, b1):
     if a1 - a0 != b1 - b0:
         return False
@@ -76,90 +69,109 @@ def _same_bytes(data, a0, a1, b0, b1):
 
 
 @njit(cache=True)
-def _distinct_lines(data, hs, starts, ends, n):
-    """How many different byte strings among the n lines (hash, start, end)."""
-    order = np.argsort(hs[:n], kind="mergesort")
+def _count_distinct(data, hs, starts, ends, n, tab):
+    """How many different byte strings among the n lines (hash, start, end), with an
+    open-addressing table of line numbers (tab, reused from document to document and
+    doubled when too small; returned with the count): lines of equal hash are compared
+    byte for byte."""
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    if len(tab) < size:
+        tab = np.empty(size, np.int64)
+    t = tab[:size]
+    t[:] = -1
+    mask = np.uint64(size - 1)
     distinct = 0
-    reps = np.empty(n, np.int64)
-    g = 0
-    while g < n:
-        e = g + 1
-        while e < n and hs[order[e]] == hs[order[g]]:
-            e += 1
-        nrep = 0          # a hash group: count its different strings exactly
-        for k in range(g, e):
-            i = order[k]
-            new = True
-            for r in range(nrep):
-                j = reps[r]
-                if _same_bytes(data, starts[i], ends[i], starts[j], ends[j]):
-                    new = False
-                    break
-            if new:
-                reps[nrep] = i
-                nrep += 1
-        distinct += nrep
-        g = e
-    return distinct
+    for i in range(n):
+        k = np.int64(hs[i] & mask)
+        while True:
+            j = t[k]
+            if j < 0:
+                t[k] = i
+                distinct += 1
+                break
+            if hs[j] == hs[i] and _same_bytes(data, starts[i], ends[i], starts[j], ends[j]):
+                break
+            k = (k + 1) & (size - 1)
+    return distinct, tab
+
+
+@njit(cache=True, inline="always")
+def _line_hash(data, a, b):
+    """A 64-bit hash of the bytes data[a:b], eight at a time (the lines are only grouped
+    by it: equal hashes are compared byte for byte)."""
+    h = np.uint64(b - a) * np.uint64(0x9E3779B97F4A7C15)
+    q = a
+    while q + 8 <= b:
+        v = (np.uint64(data[q]) | (np.uint64(data[q + 1]) << np.uint64(8))
+             | (np.uint64(data[q + 2]) << np.uint64(16)) | (np.uint64(data[q + 3]) << np.uint64(24))
+             | (np.uint64(data[q + 4]) << np.uint64(32)) | (np.uint64(data[q + 5]) << np.uint64(40))
+             | (np.uint64(data[q + 6]) << np.uint64(48)) | (np.uint64(data[q + 7]) << np.uint64(56)))
+        h = (h ^ v) * np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(32)
+        q += 8
+    v = np.uint64(0)
+    k = np.uint64(0)
+    while q < b:
+        v |= np.uint64(data[q]) << k
+        k += np.uint64(8)
+        q += 1
+    h = (h ^ v) * np.uint64(0xC4CEB9FE1A85EC53)
+    h ^= h >> np.uint64(33)
+    return h
 
 
 @njit(cache=True)
 def _scan(data, offsets, valid, alnum_t, space_t, chars, dup, run, alnum):
+    """One pass over each document's characters: their count, the alnum ones, the
+    longest run of one character, and its lines (split on "\n", stripped, blank ones
+    left out), each line's first and last non-space character tracked as the pass goes
+    and its bytes hashed when its "\n" is reached."""
     n = offsets.shape[0] - 1
     cap = 16
     hs = np.empty(cap, np.uint64)
     starts = np.empty(cap, np.int64)
     ends = np.empty(cap, np.int64)
+    tab = np.empty(64, np.int64)
     for d in range(n):
         s, e = offsets[d], offsets[d + 1]
         if not valid[d]:
             s = e  # a null text counts as empty
-        # code points: count, alnum, longest run of one code point
         cnt = 0
         al = 0
         best = 0
         cur = 0
         prev = -1
-        p = s
-        while p < e:
-            cp, w = _decode(data, p)
-            cnt += 1
-            if alnum_t[cp]:
-                al += 1
-            if cp == prev:
-                cur += 1
-            else:
-                cur = 1
-                prev = cp
-            if cur > best:
-                best = cur
-            p += w
-        chars[d] = cnt
-        run[d] = best
-        alnum[d] = al / cnt if cnt > 0 else 0.0
-        # lines: split on "\n", strip whitespace at both ends, blank ones out
         nl = 0
-        ls = s
-        while ls <= e:
-            le = ls
-            while le < e and data[le] != 10:
-                le += 1
-            a = ls
-            while a < le:
-                cp, w = _decode(data, a)
-                if not space_t[cp]:
-                    break
-                a += w
-            b = le
-            while b > a:
-                q = b - 1
-                while (data[q] & 0xC0) == 0x80:
-                    q -= 1
-                cp, w = _decode(data, q)
-                if not space_t[cp]:
-                    break
-                b = q
-            if b > a:
+        a = -1     # the current line: its first non-space byte (-1: none yet)
+        b = -1     # and the end of its last non-space character
+        p = s
+        while True:
+            if p < e:
+                b0 = np.int64(data[p])
+                if b0 < 0x80:
+                    cp, w = b0, 1
+                else:
+                    cp, w = _decode(data, p)
+                cnt += 1
+                al += alnum_t[cp]
+                if cp == prev:
+                    cur += 1
+                else:
+                    cur = 1
+                    prev = cp
+                if cur > best:
+                    best = cur
+                if cp != 10:
+                    if not space_t[cp]:
+                        if a < 0:
+                            a = p
+                        b = p + w
+                    p += w
+                    continue
+            # a line ends here (at a "\n", or at the end of the text)
+            if a >= 0:
                 if nl == cap:
                     cap *= 2
                     hs2 = np.empty(cap, np.uint64)
@@ -173,11 +185,19 @@ def _scan(data, offsets, valid, alnum_t, space_t, chars, dup, run, alnum):
                 starts[nl] = a
                 ends[nl] = b
                 nl += 1
-            ls = le + 1
+                a = -1
+                b = -1
+            if p >= e:
+                break
+            p += 1
+        chars[d] = cnt
+        run[d] = best
+        alnum[d] = al / cnt if cnt > 0 else 0.0
         if nl == 0:
             dup[d] = 0.0
         else:
-            dup[d] = 1.0 - _distinct_lines(data, hs, starts, ends, nl) / nl
+            distinct, tab = _count_distinct(data, hs, starts, ends, nl, tab)
+            dup[d] = 1.0 - distinct / nl
 
 
 def cheap_signals(col: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray,

@@ -302,6 +302,11 @@ def test_compiled_signals_equal_the_python_definitions(sample_rows):
     texts = [r["text"] for r in sample_rows]
     texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(3000)]
     texts += ["", "\n", " \n ", "x", "aaa\naaa\n\naaa", "=" * 80]
+    # many lines (the tables grow), long lines differing only past their first 8 bytes or
+    # in their last byte, and lines stripped of multi-byte whitespace
+    texts += ["\n".join(f"{'same prefix ' * (i % 3)}line {i % 700}" for i in range(5000)),
+              "\n".join(["0123456789abcdef" * 4 + c for c in "abcab"] * 3),
+              "\u3000 x \u2028\n\u00a0x\u3000\n x\x85"]
     col = pa.array(texts + [None], pa.string())
     chars, dup, run, alnum = cheap_signals(col.slice(1))   # a sliced array, and a null
     for i, t in enumerate(texts[1:] + [""]):
