@@ -176,6 +176,24 @@ def _sign_text(cp, start, stop, n, a_lo, a_hi, b, acc, hs, xs, seen):
     min_hashes(xs, kept, a_lo, a_hi, b, acc)
 
 
+@kernel(cache=True, inline="always")
+def _put(buf, m, prev, c):
+    """Write the mapped character c at buf[m]; the next one goes after it unless both
+    are spaces (so runs of whitespace collapse, and leading ones vanish). Returns that
+    next place."""
+    buf[m] = c
+    return m + ((c != 32) | (prev != 32))
+
+
+@kernel(cache=True, inline="always")
+def _normalised_length(buf, m, special):
+    """The length of the normalised text in buf[:m], a trailing space cut; -1 if it
+    holds a character left to normalise()."""
+    if m > 0 and buf[m - 1] == 32:
+        m -= 1
+    return -1 if special else m
+
+
 @kernel(cache=True)
 def _normalise_into(cp, start, stop, char_map, buf):
     """buf[:m] = normalise(text) for the code points cp[start:stop]; returns m, or -1 if
@@ -188,13 +206,10 @@ def _normalise_into(cp, start, stop, char_map, buf):
     special = False
     for p in range(start, stop):
         c = char_map[cp[p]]
-        buf[m] = c
-        m += (c != 32) | (prev != 32)
+        m = _put(buf, m, prev, c)
         prev = c
         special |= c == SPECIAL
-    if m > 0 and buf[m - 1] == 32:
-        m -= 1
-    return -1 if special else m
+    return _normalised_length(buf, m, special)
 
 
 @kernel(cache=True)
@@ -262,13 +277,10 @@ def _normalise_utf8_into(data, start, stop, char_map, buf):
         if c >= len(char_map):
             return -1
         c = char_map[c]
-        buf[m] = c
-        m += (c != 32) | (prev != 32)
+        m = _put(buf, m, prev, c)
         prev = c
         special |= c == SPECIAL
-    if m > 0 and buf[m - 1] == 32:
-        m -= 1
-    return -1 if special else m
+    return _normalised_length(buf, m, special)
 
 
 @kernel(cache=True)
