@@ -1,12 +1,12 @@
 """Python's garbage collector while a stage sets itself up.
 
-A stage's process makes about 130,000 objects that live as long as it does: the modules of
-numpy, pyarrow, numba and datatrove, numba's typing and lowering registries, a model built
-before fork. Python's collector walks all of them again at each of its full passes, and
-in a stage's set-up it makes several (0.19-0.26 s of CPU in each driver at 256 MB, where
-it now takes 0.01-0.06 s; see docs/benchmarks.md). So a stage pauses the collector while it reads its flags, builds
-what its workers share and starts its pool, and starts it again at the end of that,
-right before the pool's workers are forked.
+A stage's process makes about 130,000 objects that live as long as it does: the modules
+of numpy, pyarrow, numba and datatrove, numba's typing and lowering registries, a model
+built before fork. Python's collector walks all of them again at each of its full
+passes, and in a stage's set-up it makes several (0.19-0.26 s of CPU in each driver at
+256 MB, where it now takes 0.01-0.06 s; see docs/benchmarks.md). So a stage pauses the
+collector while it reads its flags, builds what its workers share and starts its pool,
+and starts it again at the end of that, right before the pool's workers are forked.
 
 Run from the shell, it also freezes what exists at that point (Python's recipe for a
 process that forks, in the documentation of `gc.freeze`): those objects are never walked
