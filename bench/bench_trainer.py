@@ -129,10 +129,14 @@ def measure(texts: list[str], sizes: list[float], vocab: int, repeat: int,
     train, held = split_like_the_stage(texts)
     results = []
     with tempfile.TemporaryDirectory() as td:
-        # the compiled kernels are built once per checkout (numba caches them beside the
-        # module, about 20 s): build them before anything is timed
+        # the compiled kernels are built once per checkout and CPU target (numba caches
+        # them beside the module, about 20 s): build them before anything is timed, on
+        # text of more than two counting chunks, so that uniting the chunks' words
+        # (unite_words) is compiled too
+        from algorithms.bpe_trainer import WORD_CHUNK
         warm = Path(td) / "warm.parquet"
-        pq.write_table(pa.table({"text": pa.array(train[:50], pa.string())}), warm)
+        pq.write_table(pa.table({"text": pa.array(prefix(train, 2.5 * WORD_CHUNK / 1e6),
+                                                  pa.string())}), warm)
         for n in sorted({1, threads}):   # one thread and several take different kernels
             run_child("fast", n, 300, warm, Path(td) / "warm.json")
         for mb in sizes:
