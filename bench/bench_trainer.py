@@ -124,7 +124,7 @@ def measure(texts: list[str], sizes: list[float], vocab: int, repeat: int,
     import pyarrow.parquet as pq
     from tokenizers import Tokenizer
 
-    from algorithms.bpe_trainer import measure_compression_fast, vocab_difference
+    from algorithms.bpe_trainer import WORD_CHUNK, measure_compression_fast, vocab_difference
 
     train, held = split_like_the_stage(texts)
     results = []
@@ -133,7 +133,6 @@ def measure(texts: list[str], sizes: list[float], vocab: int, repeat: int,
         # them beside the module, about 20 s): build them before anything is timed, on
         # text of more than two counting chunks, so that uniting the chunks' words
         # (unite_words) is compiled too
-        from algorithms.bpe_trainer import WORD_CHUNK
         warm = Path(td) / "warm.parquet"
         pq.write_table(pa.table({"text": pa.array(prefix(train, 2.5 * WORD_CHUNK / 1e6),
                                                   pa.string())}), warm)
