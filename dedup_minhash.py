@@ -205,6 +205,7 @@ def run(run: Run) -> Output:
     del sigs
     kept = {"tasks_reused": sum(r["signatures_reused"] for r in sig_results),
             "tasks": len(run.units), "notes": [n for r in sig_results for n in r["notes"]]}
+    run.forget_tasks()   # the work files move or go below
     if not args.no_keep_signatures:
         kept.update(keep_store(work, run.staging, sig_results, run, band_pairs))
         kept["removed"] = keep_removed(work, run.staging, run)

@@ -139,7 +139,6 @@ def run(run: Run) -> Output:
         shutil.rmtree(run.staging, ignore_errors=True)
         raise StageError(f"no documents in {desc.get('local') or desc.get('hub')}"
                          + (f" (skipped: {skips.counts})" if skips.counts else ""))
-    shutil.rmtree(run.staging / "_done", ignore_errors=True)
     counts = {"rows": rows, "text_bytes": sum(r["text_bytes"] for r in records),
               "shards": len(records), "skipped": skips.counts,
               "bad_records": len(skips.bad_records)}

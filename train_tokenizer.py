@@ -83,7 +83,6 @@ compare_tokenizers.py adds the comparison with GPT-2, Mistral-7B and cl100k_base
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from pathlib import Path
 
@@ -294,13 +293,13 @@ def stats_rows(s: dict, verification: dict, comp: dict) -> list[list]:
 
 def write_outputs(staging: Path, tok, heldout: pa.Table, vocab_size: int) -> None:
     """Everything passed: write the tokenizer and the held-out text into the staging
-    folder, and drop the sample files (they are not part of the output)."""
+    folder. The sample files are not part of the output: the commit drops them with the
+    rest of the tasks' work (a run killed before it resumes with them still there)."""
     tok.save(str(staging / "tokenizer.json"))
     write_json(staging / "tokenizer_config.json", tokenizer_checks.tokenizer_config(vocab_size))
     report = staging / "report"
     report.mkdir(exist_ok=True)
     pq.write_table(heldout, staging / HELDOUT, compression="zstd")
-    shutil.rmtree(staging / tokenizer_sample.SAMPLE_DIR)
 
 
 # --------------------------------------------------------------------------------------

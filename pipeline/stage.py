@@ -118,6 +118,11 @@ class Run:
         size = {"total_docs": self.total_docs, "total_bytes": self.total_bytes} if sized else {}
         return self.staged.parallel(phase, fn, n, self.args, inline=inline, **size, **kwargs)
 
+    def forget_tasks(self) -> None:
+        """Before consuming the tasks' work files: a run killed from here on runs its
+        phases again when resumed (StageRun.forget_tasks)."""
+        self.staged.forget_tasks()
+
     def results(self, phase: str, tasks: int | None = None) -> list[dict]:
         """The results the tasks of a phase saved (pipeline.task_results), in rank order."""
         return load_task_results(self.staging, phase, len(self.units) if tasks is None else tasks)

@@ -163,6 +163,18 @@ class StageRun:
     def logging_dir(self, phase: str) -> Path:
         return self.staging / "_logs" / phase
 
+    def forget_tasks(self) -> None:
+        """Call before the stage consumes what its finished tasks left in the staging
+        folder (moves their work files away, or deletes them): every phase's completion
+        markers go first, each phase's with one rename. A run killed after this point
+        is resumed by running its phases again, instead of skipping tasks whose files
+        are gone."""
+        for done in sorted(self.staging.glob("_logs/*/completions")):
+            gone = done.with_name("completions.forgotten")
+            shutil.rmtree(gone, ignore_errors=True)
+            os.replace(done, gone)
+            shutil.rmtree(gone, ignore_errors=True)
+
     @contextmanager
     def phase(self, name: str):
         """Time a phase of the stage; the timings go into the manifest."""

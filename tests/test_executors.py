@@ -211,6 +211,30 @@ def test_sigkill_then_rerun_gives_uninterrupted_bytes(script, pipeline_layout, t
     print(f"seed {seed}: killed after {delay:.2f}s with {len(finished)} tasks finished")
 
 
+@pytest.mark.parametrize("script", [s for s, *_ in ALL_STAGES])
+def test_rerun_after_a_failed_commit_gives_uninterrupted_bytes(script, pipeline_layout, tmp_path):
+    """A run that dies after its work is done, in the commit: the staging folder holds
+    whatever the stage did with its tasks' work files (kept stores moved, samples
+    dropped) while the tasks' completion markers remain. The rerun resumes there and must
+    give the same bytes, not trust a marker whose files are gone. The commit is made to
+    fail for real: the folder it moves the task logs to is taken by a file."""
+    d = tmp_path / "data"
+    shutil.copytree(pipeline_layout, d)
+    remove_output(d, script)
+    reference = output_files(pipeline_layout, script)
+    blocker = d / "logs" / script[:-3]
+    shutil.rmtree(blocker, ignore_errors=True)
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("in the way")
+    cp = run_script(script, *stage_args(d, script, "--workers", "2"), check=False)
+    assert cp.returncode != 0, cp.stdout
+    assert list(d.glob(".*.partial")), "the failed run left no staging folder to resume"
+    blocker.unlink()
+    cp = run_script(script, *stage_args(d, script, "--workers", "2"))
+    assert "resuming in" in cp.stderr
+    assert output_files(d, script) == reference
+
+
 def _session_processes(sid: int) -> list[int]:
     """Live (not zombie) processes of a session: everything a stage started, however
     deep, unless it left the session on purpose."""
