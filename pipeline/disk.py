@@ -28,6 +28,12 @@ WRITE_ERRORS = {
     errno.EPERM: "operation not permitted",
 }
 
+# a path taken by the wrong kind of entry (a file named like a folder the run writes)
+IN_THE_WAY = {
+    errno.ENOTDIR: "a file stands where a folder is expected",
+    errno.EISDIR: "a folder stands where a file is expected",
+}
+
 # the run under way in this process: what it writes, where, and how much it needs
 _RUN: dict = {}
 
@@ -79,6 +85,9 @@ def forget() -> None:
 def write_error_line(e: BaseException) -> str | None:
     """The one line for a failed write (OSError with an errno of WRITE_ERRORS): where, why,
     the space needed and free, and that nothing was lost. None for any other error."""
+    if isinstance(e, OSError) and e.errno in IN_THE_WAY and (e.filename2 or e.filename):
+        line = f"{display_path(Path(e.filename2 or e.filename))}: {IN_THE_WAY[e.errno]}"
+        return line + _unchanged(_RUN.get("output"))
     if not isinstance(e, OSError) or e.errno not in WRITE_ERRORS:
         return None
     staging, output, need = _RUN.get("staging"), _RUN.get("output"), needed()
@@ -91,7 +100,12 @@ def write_error_line(e: BaseException) -> str | None:
         free = "unknown"
     needs = f"this run needs about {human_bytes(need)} there" if need else "space needed unknown"
     line = f"cannot write {display_path(where)}: {WRITE_ERRORS[e.errno]} ({needs}, {free} free)"
-    if output is not None:
-        line += (f"; {display_path(output)} is unchanged; fix this and rerun the same command "
-                 "(finished tasks are kept)")
-    return line
+    return line + _unchanged(output)
+
+
+def _unchanged(output) -> str:
+    """What a failed run left: the previous output as it was, the finished tasks kept."""
+    if output is None:
+        return ""
+    return (f"; {display_path(output)} is unchanged; fix this and rerun the same command "
+            "(finished tasks are kept)")

@@ -227,7 +227,11 @@ def test_rerun_after_a_failed_commit_gives_uninterrupted_bytes(script, pipeline_
     blocker.parent.mkdir(parents=True, exist_ok=True)
     blocker.write_text("in the way")
     cp = run_script(script, *stage_args(d, script, "--workers", "2"), check=False)
-    assert cp.returncode != 0, cp.stdout
+    assert cp.returncode == 2, cp.stdout
+    last = cp.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in cp.stderr, cp.stderr
+    assert last.startswith("error: ") and str(blocker) in last, cp.stderr
+    assert "a file stands where a folder is expected" in last and "is unchanged" in last
     assert list(d.glob(".*.partial")), "the failed run left no staging folder to resume"
     blocker.unlink()
     cp = run_script(script, *stage_args(d, script, "--workers", "2"))
