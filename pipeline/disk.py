@@ -84,7 +84,8 @@ def forget() -> None:
 
 def write_error_line(e: BaseException) -> str | None:
     """The one line for a failed write (OSError with an errno of WRITE_ERRORS): where, why,
-    the space needed and free, and that nothing was lost. None for any other error."""
+    the space needed and free, and that nothing was lost; for a path taken by the wrong
+    kind of entry (IN_THE_WAY), that path. None for any other error."""
     if isinstance(e, OSError) and e.errno in IN_THE_WAY and (e.filename2 or e.filename):
         line = f"{display_path(Path(e.filename2 or e.filename))}: {IN_THE_WAY[e.errno]}"
         return line + _unchanged(_RUN.get("output"))

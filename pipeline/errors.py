@@ -17,7 +17,8 @@ class StageError(Exception):
 
 def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None = None) -> None:
     """Run a stage's main(); print StageError, and a write that failed for lack of space
-    or permission, as one line and exit non-zero."""
+    or permission or because a file stands where a folder goes (pipeline.disk), as one
+    line and exit non-zero."""
     try:
         rc = main(argv)
     except StageError as e:
