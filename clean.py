@@ -81,6 +81,7 @@ from pipeline.errors import StageError, run_stage
 from pipeline.progress import task_progress
 from pipeline.shards import ShardWriter, file_record, link_or_copy, open_shard, write_table
 from pipeline.stage import Output, Run, Stage, unit_bytes_on_disk
+from pipeline.staging import staging_path
 from pipeline.sweep import SweepRun, carry_sweep_reports, parse_sweep
 from pipeline.tables import (human_bytes, markdown_table, pct, save_report, snippet, table)
 from pipeline.task_results import save_task_result
@@ -847,7 +848,10 @@ def sweep_run(run: Run) -> int:
     signals = signals_summary(results, kept)
     data.update(seconds=sw.seconds, signals={k: v for k, v in signals.items() if k != "notes"},
                 base=base.config())
-    measured = bool(signals["lid_calls_made"]) or not all(r["signals_reused"] for r in results)
+    # anything new (a task with no kept signals, a signal it lacked, a language-ID call)
+    # is kept beside the output for the next run
+    measured = bool(signals["lid_calls_made"]) or any(
+        not r["signals_reused"] or r["signals_measured"] for r in results)
     wrote = sw.finish(data, sweep_markdown(data, [r.name for r in base.rules]), measured)
     print(text)
     print(f"language ID calls made {signals['lid_calls_made']:,}, reused "
@@ -887,6 +891,8 @@ def check_threshold(rule, value) -> None:
     """Refuse a threshold outside the rule's declared range (ValueError, with why)."""
     lo, hi = rule.valid
     for v in (value.values() if isinstance(value, dict) else [value]):
+        if v != v:   # NaN: no document is below or above it
+            raise ValueError("is not a number")
         if (lo is not None and v < lo) or (hi is not None and v > hi):
             raise ValueError("must be " + (f"between {lo} and {hi}" if hi is not None
                                            else f">= {lo}"))
@@ -904,6 +910,8 @@ def parse_threshold(rule, text: str):
                 lang, sep, v = part.partition("=")
                 if not sep or not lang.strip():
                     raise ValueError(f"{part!r} is not LANG=VALUE")
+                if lang.strip() in value:
+                    raise ValueError(f"names {lang.strip()} twice")
                 value[lang.strip()] = rule.kind(v.strip())
         check_threshold(rule, value)
     except ValueError as e:
@@ -925,18 +933,26 @@ def rules_in(argv: list[str] | None) -> list[str]:
 
 
 def flags(p, argv) -> None:
+    import argparse
+
     packs = rules_in(argv)
-    rules = [r for pack in packs for r in cleaning.load_rules(pack)]
+    rules = tuple(r for pack in packs for r in cleaning.load_rules(pack))
+    why = cleaning.recipe_error(rules)
+    if why:   # before their flags are made: two of one flag would be argparse's traceback
+        raise StageError(f"--rules {','.join(packs)}: {why}")
     g = p.add_argument_group("rules (defaults: the table in section 2.2 for the tutorial's)")
     g.add_argument("--rules", default="tutorial",
                    help="the rules to run, in order: built-in packs "
                         f"({', '.join(cleaning.pack_names())}) or the path of a Python file of your "
                         "own rules, separated by commas (default tutorial)")
     for r in rules:
-        default = r.threshold
-        g.add_argument(r.flag, default=None, metavar="VALUE",
-                       help=f"{r.name}: {r.description} (default {default:g}); per language: "
-                            "LANG=VALUE,...".replace("%", "%%"))
+        try:
+            g.add_argument(r.flag, default=None, metavar="VALUE",
+                           help=f"{r.name}: {r.description} (default {r.threshold:g}); per "
+                                "language: LANG=VALUE,...".replace("%", "%%"))
+        except argparse.ArgumentError:
+            raise StageError(f"--rules {','.join(packs)}: rule {r.name!r}: its flag {r.flag} "
+                             "is one of the stage's own, or another rule's") from None
     g.add_argument("--languages", default="en,zh",
                    help="languages to keep, fastText codes (default en,zh)")
     g.add_argument("--lid-model", default=None,
@@ -995,11 +1011,57 @@ def check(args) -> None:
     recipe = recipe_of(args)
     if not recipe.languages:
         raise StageError("--languages is empty: name at least one fastText language code")
-    names = [r.name for r in recipe.rules]
-    if len(set(names)) != len(names):
-        raise StageError(f"--rules {args.rules}: two rules named "
-                         f"{next(n for n in names if names.count(n) > 1)!r}")
-    check_lid(lid_path(args))  # fail now, with one line, rather than inside every task
+    why = cleaning.recipe_error(recipe.rules)
+    if why:
+        raise StageError(f"--rules {args.rules}: {why}")
+    # fail now, with one line, rather than inside every task
+    check_languages(args, recipe, check_lid(lid_path(args)))
+    if args.export_signals:
+        check_export_path(args)
+
+
+def check_languages(args, recipe: Recipe, known: set[str]) -> None:
+    """Every language the flags name (--languages, LANG=VALUE thresholds, a sweep's sets
+    or NAME@LANG) must be one the language-ID model can answer: a typo would otherwise
+    keep nothing, or apply nothing, without a word."""
+    def unknown(langs, where: str) -> None:
+        bad = [x for x in langs if x != "*" and x not in known]
+        if bad:
+            raise StageError(f"{where}: {bad[0]!r} is not a language of {lid_path(args).name} "
+                             "(fastText codes: en, zh, de, ...)")
+
+    unknown(recipe.languages, f"--languages {args.languages}")
+    for r in recipe.rules:
+        t = recipe.threshold(r)
+        if isinstance(t, dict):
+            unknown(t, f"{r.flag} {getattr(args, r.key)}")
+    for spec in getattr(args, "sweep", None) or []:
+        name, values = parse_clean_sweep(spec, recipe)
+        unknown([name.partition("@")[2]] if "@" in name else
+                [x for v in values for x in v] if name == "languages" else [], f"--sweep {spec}")
+
+
+def check_export_path(args) -> None:
+    """--export-signals must name a file that nothing else of this run owns: never in
+    the input (it would replace a shard) nor in the output folder or its staging folder
+    (the commit replaces those whole), never a folder, under a folder (made if missing)."""
+    if getattr(args, "sweep", None):
+        raise StageError(f"--export-signals {args.export_signals}: a sweep only reports "
+                         "(it writes no output); export with a run, without --sweep")
+    dest = Path(args.export_signals).resolve()
+    out = Path(args.output).resolve()
+    owned = {"--input": Path(args.input).resolve(), "--output": out,
+             "the staging folder": staging_path(out, "clean", False)}
+    for what, folder in owned.items():
+        if dest == folder or folder in dest.parents:
+            raise StageError(f"--export-signals {args.export_signals}: inside {what} "
+                             f"({folder}); write it elsewhere")
+    if dest.is_dir():
+        raise StageError(f"--export-signals {args.export_signals}: is a folder; name a file")
+    above = next(p for p in dest.parents if p.exists())
+    if not above.is_dir():
+        raise StageError(f"--export-signals {args.export_signals}: {above} is a file, "
+                         "not a folder")
 
 
 def lid_path(args) -> Path:

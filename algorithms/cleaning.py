@@ -27,7 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import math
+import re
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -134,12 +137,19 @@ class Measure:
     key: str
 
 
+USER_MODULE = "user_rules_"   # the module name of a rule file loaded by load_rules
+
+
 def _source_version(fn: Callable) -> str:
-    """A user's measure function is known by its code: editing it invalidates what was
-    kept of it."""
+    """A user's measure function is known by its code, and a function of a rule file by
+    the whole file: editing the function, or a constant or a helper beside it,
+    invalidates what was kept of it."""
     try:
-        code = inspect.getsource(fn)
-    except (OSError, TypeError):
+        if getattr(fn, "__module__", "").startswith(USER_MODULE):
+            code = fn.__qualname__ + "\n" + Path(fn.__code__.co_filename).read_text("utf-8")
+        else:
+            code = inspect.getsource(fn)
+    except (OSError, TypeError, AttributeError, UnicodeDecodeError):
         code = getattr(fn, "__qualname__", repr(fn))
     return hashlib.sha1(code.encode()).hexdigest()[:12]
 
@@ -287,7 +297,9 @@ def quality_pack(pack: str) -> tuple[Rule, ...]:
         rules.append(Rule(r["name"], r["description"], f"{pack}.{r['signal']}",
                           scan[r["signal"]], kind(r["threshold"]), r["direction"],
                           "--" + r["name"].replace("_", "-"), kind, bins=tuple(r["bins"]),
-                          scale=r["scale"], languages=langs))
+                          scale=r["scale"], languages=langs,
+                          # every signal of the packs is a count, a length or a ratio
+                          valid=(0, 1 if r["signal"].endswith("_share") else None)))
     return tuple(rules)
 
 
@@ -303,15 +315,16 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
     if pack in QUALITY_PACKS:
         return quality_pack(pack)
     import importlib.util
-    from pathlib import Path
 
     from pipeline.errors import StageError
 
     path = Path(pack)
+    if path.suffix == ".py" and not path.is_file():
+        raise StageError(f"--rules {pack}: no such file")
     if path.suffix != ".py" or not path.is_file():
         raise StageError(f"--rules {pack}: neither a rule pack ({', '.join(pack_names())}) "
                          "nor a Python file of rules")
-    spec = importlib.util.spec_from_file_location(f"user_rules_{path.stem}", path)
+    spec = importlib.util.spec_from_file_location(f"{USER_MODULE}{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
@@ -321,7 +334,67 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
     if not rules or not all(isinstance(r, Rule) for r in rules):
         raise StageError(f"--rules {pack}: the file must define RULES, a list of "
                          "algorithms.cleaning.Rule")
+    for r in rules:
+        why = declaration_error(r)
+        if why:
+            raise StageError(f"--rules {pack}: rule {r.name!r}: {why}")
     return tuple(rules)
+
+
+# What a rule may not call its signal: the export's and the kept signals' own columns.
+RESERVED_SIGNALS = ("id", "verdict", "bytes", "lang", "lang_conf",
+                    *(f"{p}_{x}" for p in ("head", "tail", "full") for x in ("lang", "conf")))
+MAX_RULES = 127   # a document's outcome is the index of the rule that removed it, in an int8
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*")
+
+
+def declaration_error(r: Rule) -> str | None:
+    """What is wrong with one rule's declaration, or None."""
+    if not isinstance(r.name, str) or not _NAME.fullmatch(r.name):
+        return "its name must be letters, digits, '_', '.' or '-' (it names a report file)"
+    if not isinstance(r.flag, str) or not _FLAG.fullmatch(r.flag):
+        return f"its flag {r.flag!r} must look like --min-something (lower case)"
+    if not isinstance(r.signal, str) or not r.signal or r.signal in RESERVED_SIGNALS:
+        return (f"its signal {r.signal!r} is a name the stage uses itself "
+                f"({', '.join(RESERVED_SIGNALS[:5])}, ...): choose another")
+    if r.measure is None and not isinstance(r, LanguageRule):
+        return "it has no measure (a function of a batch of texts)"
+    if r.kind not in (int, float):
+        return "its kind must be int or float"
+    try:
+        edges = np.asarray(r.bins, dtype=np.float64)
+    except (TypeError, ValueError):
+        edges = np.zeros(0)
+    if edges.ndim != 1 or len(edges) < 2 or not np.all(np.diff(edges) > 0):
+        return "bins must be at least two increasing edges (the report's histogram)"
+    t = r.threshold
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+        return f"its threshold {t!r} must be a finite number"
+    return None
+
+
+def recipe_error(rules: tuple[Rule, ...]) -> str | None:
+    """What is wrong with running these rules together, or None: two rules of one name,
+    flag or signal (a signal two rules share must be the same measure)."""
+    if not rules:
+        return "no rules to run"
+    if len(rules) > MAX_RULES:
+        return f"{len(rules)} rules: at most {MAX_RULES} run together"
+    seen: dict[str, Rule] = {}
+    for r in rules:
+        for what, key in (("name", r.name), ("flag", r.key)):
+            other = seen.get(f"{what}:{key}")
+            if other is not None:
+                return (f"two rules named {r.name!r}" if what == "name" else
+                        f"rules {other.name!r} and {r.name!r} have the same flag {r.flag}")
+            seen[f"{what}:{key}"] = r
+        other = seen.get(f"signal:{r.signal}")
+        if other is not None and other.measure != r.measure:
+            return (f"rules {other.name!r} and {r.name!r} both measure a signal "
+                    f"{r.signal!r}, differently: give one another name")
+        seen.setdefault(f"signal:{r.signal}", r)
+    return None
 
 
 # --------------------------------------------------------------------------------------
@@ -436,6 +509,30 @@ def labels_of(col: pa.ChunkedArray) -> np.ndarray:
     return names[to_numpy(enc.indices, null=len(names) - 1)]
 
 
+def _user_values(rule: Rule, fn: Callable, texts) -> np.ndarray:
+    """A rule's own measure function on a batch, checked: one finite-or-infinite number
+    per document (NaN would be neither kept nor removed by any threshold: refused, like
+    a wrong count or a value that is not a number), any error of it on one line."""
+    from pipeline.errors import StageError
+
+    try:
+        values = np.asarray(fn(texts))
+    except Exception as e:   # the user's code: its error, on one line
+        raise StageError(f"rule {rule.name!r}: its measure raised {type(e).__name__}: {e}") \
+            from None
+    if values.shape != (len(texts),):
+        raise StageError(f"rule {rule.name!r}: its measure gave {values.size} values for "
+                         f"{len(texts)} documents (one number per document)")
+    if values.dtype.kind not in "biuf":
+        raise StageError(f"rule {rule.name!r}: its measure gave values of type {values.dtype}, "
+                         "not numbers")
+    if values.dtype.kind == "f" and np.isnan(values).any():
+        i = int(np.flatnonzero(np.isnan(values))[0])
+        raise StageError(f"rule {rule.name!r}: its measure gave NaN (document {i} of a batch "
+                         f"of {len(texts)}); a signal must be a number")
+    return values
+
+
 class Signals:
     """The measurements of a run of documents: each rule's signal, one numpy column, and
     the text's size in UTF-8 bytes (for the tables' byte counts), for every document;
@@ -485,7 +582,7 @@ class Signals:
                     got = done[id(m.source)] = m.source.fn(texts)
                 values = got[m.key]
             else:
-                values = m(texts)
+                values = _user_values(r, m, texts)
             sig.values[r.signal] = np.asarray(values, np.int64 if r.kind is int else np.float64)
         sig.bytes = to_numpy(pc.binary_length(texts), null=0).astype(np.int64)
         return sig

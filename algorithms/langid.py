@@ -57,18 +57,20 @@ def load_lid(path: str | os.PathLike):
         raise StageError(f"--lid-model {path}: not a usable fastText model ({e})") from None
 
 
-def check_lid(path: str | os.PathLike) -> None:
+def check_lid(path: str | os.PathLike) -> set[str]:
     """Fail now, with one line, if path is not a usable fastText model: the file is parsed
     and checked, the model not built (a rerun that reuses every language-ID call never
-    builds it, nor imports the compiler)."""
+    builds it, nor imports the compiler). Returns the languages it can answer ("en", ...)."""
     from .langid_model import read_model
 
     if not Path(path).is_file():
         raise StageError(f"--lid-model {path}: no such file")
     try:
-        read_model(path)
+        d = read_model(path)["dictionary"]
     except (ValueError, OSError, EOFError) as e:
         raise StageError(f"--lid-model {path}: not a usable fastText model ({e})") from None
+    return {w.decode("utf-8", "replace").removeprefix("__label__")
+            for w, t in zip(d["words"], d["types"]) if t == 1}
 
 
 class LazyLid:

@@ -9,6 +9,10 @@ validation document, and one is held out by the tokenizer) -- the interpreter, t
 the manifests, the report. A fresh output each run (no "up to date" shortcut): the same
 work a first run does. Wall seconds and CPU seconds (the stage and every process it
 starts), medians of --runs runs after one warm-up (numba's on-disk cache filled).
+
+Then the import floor under all of it: a fresh interpreter importing what the stages
+share, layer on layer (numpy and pyarrow, datatrove's executor, numba with its compiler
+context), and apart, the Hugging Face file system that datatrove's io module imports.
 """
 
 from __future__ import annotations
@@ -91,16 +95,53 @@ def run(runs: int = 5, workers: int = 2) -> dict:
     return {"cpu": cpu_model(), "workers": workers, "runs": runs, "stages": rows}
 
 
+# What the stages import before any work, layer on layer: each line is a fresh interpreter
+# that imports everything up to it (the floor under every stage's fixed cost).
+_BASE = "import numpy, pyarrow, pyarrow.compute"
+_DATATROVE = "import datatrove.executor.local"
+_NUMBA = ("from algorithms.jit import numba; from numba.core import registry; "
+          "registry.cpu_target.target_context.refresh()")
+IMPORT_LAYERS = [
+    ("the interpreter", "pass"),
+    ("+ numpy, pyarrow", _BASE),
+    ("+ datatrove's local executor", f"{_BASE}; {_DATATROVE}"),
+    ("+ numba and its compiler context", f"{_BASE}; {_DATATROVE}; {_NUMBA}"),
+]
+# imported by datatrove.io (HfFileSystem), used by no stage but download_data's hub code
+HUB_FS = ("numpy, pyarrow + huggingface_hub.hf_file_system",
+          f"{_BASE}; import huggingface_hub.hf_file_system")
+
+
+def import_floor(runs: int = 5) -> dict:
+    """Median wall and CPU seconds of each IMPORT_LAYERS line (and of HUB_FS) in a fresh
+    interpreter."""
+    env = stage_env()
+    out = {}
+    for name, code in [*IMPORT_LAYERS, HUB_FS]:
+        timed(["-c", code], env)   # caches warm
+        got = [timed(["-c", code], env) for _ in range(runs)]
+        out[name] = {"wall_s": round(statistics.median(g[0] for g in got), 3),
+                     "cpu_s": round(statistics.median(g[1] for g in got), 3)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--imports", action="store_true",
+                   help="only the import floor: what the common imports cost, layer on layer")
     a = p.parse_args(argv)
-    res = run(a.runs, a.workers)
-    print(f"fixed cost of a run on a 3-document input ({res['cpu']}; --workers {a.workers}, "
+    if not a.imports:
+        res = run(a.runs, a.workers)
+        print(f"fixed cost of a run on a 3-document input ({res['cpu']}; --workers "
+              f"{a.workers}, medians of {a.runs}):")
+        for name, r in res["stages"].items():
+            print(f"  {name:16s} {r['wall_s']:6.2f} s wall  {r['cpu_s']:6.2f} s CPU")
+    print(f"the import floor (a fresh interpreter each, cumulative; {cpu_model()}; "
           f"medians of {a.runs}):")
-    for name, r in res["stages"].items():
-        print(f"  {name:16s} {r['wall_s']:6.2f} s wall  {r['cpu_s']:6.2f} s CPU")
+    for name, r in import_floor(a.runs).items():
+        print(f"  {name:50s} {r['wall_s']:6.2f} s wall  {r['cpu_s']:6.2f} s CPU")
     return 0
 
 

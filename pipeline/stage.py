@@ -191,11 +191,15 @@ class Stage:
                            help=self.input_help or f"default: {self.reads}")
         p.add_argument("--output", default=str(self.writes),
                        help=self.output_help or f"default: {self.writes}")
-        if self.flags_fn:   # argv: a stage whose flags depend on one of them (clean's --rules)
-            self.flags_fn(p, argv)
-        if self.reuse_current:
-            add_force_arg(p)
-        add_executor_args(p)
+        try:
+            if self.flags_fn:   # argv: a stage whose flags depend on one of them (clean's --rules)
+                self.flags_fn(p, argv)
+            if self.reuse_current:
+                add_force_arg(p)
+            add_executor_args(p)
+        except argparse.ArgumentError as e:   # a flag declared twice (a user's rule, say)
+            raise StageError(f"{self.script}: {e} (a flag declared twice: a rule's flag "
+                             "that is one of the stage's own?)") from None
         return p
 
     def parse(self, argv: list[str] | None) -> argparse.Namespace:
@@ -205,6 +209,9 @@ class Stage:
         if (self.reads is not None and not self.files_into
                 and Path(args.input).resolve() == Path(args.output).resolve()):
             raise StageError(f"--output {args.output} is the input folder; choose another")
+        if Path(args.output).exists() and not Path(args.output).is_dir():
+            raise StageError(f"--output {args.output}: is a file; a stage writes a folder "
+                             "(choose another --output)")
         if self.check_fn:
             self.check_fn(args)
         return args

@@ -113,6 +113,7 @@ class StageRun:
         self.key = config_key(stage, config, fp)
         self.staging = staging_path(self.output, stage, files_into)
         self._recover()
+        self._refuse_foreign_output()
         # reuse_current: a stage whose output this run would only write again, byte for
         # byte, does nothing (see current_output); no staging folder is made
         self.current = self.current_output() if reuse_current else None
@@ -283,6 +284,32 @@ class StageRun:
         (self.output / RUN_KEY).unlink(missing_ok=True)
         if old.exists():
             shutil.rmtree(old)
+
+    def _refuse_foreign_output(self) -> None:
+        """A run replaces its output folder whole: refuse one that holds files but is not
+        an earlier output of this stage (no manifest of it), so that an --output typed
+        wrong never deletes someone's folder, or another stage's output."""
+        if self.files_into or not self.output.is_dir():
+            return
+        manifest = self.output / self.manifest_name
+        # what a sweep run before the first run leaves there: report/sweep.{json,md}
+        mine = {self.output / "report" / f"sweep.{x}" for x in ("json", "md")}
+        if manifest.is_file():
+            try:
+                stage = json.loads(manifest.read_text(encoding="utf-8")).get("stage")
+            except (OSError, ValueError, AttributeError):
+                stage = self.stage   # unreadable: this stage's own, broken; a run mends it
+            if stage == self.stage:
+                return
+            why = f"it is the output of {STAGES[stage][0] if stage in STAGES else stage}"
+        elif next((p for p in self.output.rglob("*") if not p.is_dir() and p not in mine),
+                  None) is None:
+            return
+        else:
+            why = f"it holds files but no {self.manifest_name} of {self.script}"
+        raise StageError(f"{display_path(self.output)}: not an output of {self.script} ({why}), "
+                         "and a run would replace it whole: choose another --output, or "
+                         "empty or remove that folder")
 
     def _old(self) -> Path:
         return self.output.parent / f".{self.output.name}.old"

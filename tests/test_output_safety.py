@@ -270,3 +270,40 @@ def tok_dir(tmp_path_factory) -> Path:
     run_script("train_tokenizer.py", "--input", d / "raw", "--output", d / "tok",
                "--vocab-size", 1000)
     return d / "tok"
+
+
+def test_an_output_folder_that_is_not_this_stages_is_never_replaced(sample_layout, tmp_path):
+    """A run replaces its output folder whole: pointed by mistake at someone's folder, or at
+    another stage's output, it stops with one line before any work, and the folder keeps
+    every byte; an empty folder, or the stage's own earlier output, is fine."""
+    d = _copy_raw(sample_layout, tmp_path)
+    mine = tmp_path / "thesis"
+    (mine / "sub").mkdir(parents=True)
+    (mine / "sub" / "thesis.tex").write_text("years of work\n")
+    before = snapshot(mine)
+    cp = run_script("clean.py", "--input", d / "raw", "--output", mine, check=False)
+    line = _one_error_line(cp)
+    assert str(mine) in line and "not an output of clean.py" in line and "no manifest.json" in line
+    assert snapshot(mine) == before
+    # another stage's output: dedup_exact pointed at clean's input
+    raw_before = snapshot(d / "raw")
+    cp = run_script("dedup_exact.py", "--input", d / "raw", "--output", d / "raw", check=False)
+    assert cp.returncode == 2     # (refused as its own input, before anything else)
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned")
+    cp = run_script("dedup_exact.py", "--input", d / "cleaned", "--output", d / "raw", check=False)
+    line = _one_error_line(cp)
+    assert "not an output of dedup_exact.py (it is the output of download_data.py)" in line
+    assert snapshot(d / "raw") == raw_before
+    # a file where the output folder goes: refused before any work, left as it was
+    note = tmp_path / "notes.txt"
+    note.write_text("keep me\n")
+    for script, inp in (("clean.py", d / "raw"), ("dedup_exact.py", d / "cleaned")):
+        cp = run_script(script, "--input", inp, "--output", note, check=False)
+        assert f"--output {note}: is a file" in _one_error_line(cp)
+        assert note.read_text() == "keep me\n" and not (tmp_path / ".notes.txt.old").exists()
+    # an empty folder is taken, and the stage's own output is rerun in place
+    (tmp_path / "empty").mkdir()
+    run_script("clean.py", "--input", d / "raw", "--output", tmp_path / "empty",
+               "--min-chars", "300")
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--min-chars", "300")
+    assert _data_files(d / "cleaned") == _data_files(tmp_path / "empty")

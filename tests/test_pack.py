@@ -1,4 +1,4 @@
-"""pack_parallel.py, its fast encoders, the loader and the pack benchmark (issue 6)."""
+"""pack_parallel.py, its fast encoders, the loader and the pack benchmark."""
 
 from __future__ import annotations
 
