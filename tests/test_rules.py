@@ -158,3 +158,131 @@ def test_each_pack_alone_keeps_what_datatrove_keeps_on_english(tmp_path, pack):
     theirs = {i: datatrove_verdict(pack, x, i)[0] for i, x in zip(*en.to_pydict().values())}
     agree = sum((ours[i] is None) == kept for i, kept in theirs.items())
     assert agree / len(theirs) >= 0.99, (pack, agree, len(theirs))
+
+
+def _one_line(cp) -> str:
+    errors = [x for x in cp.stderr.splitlines() if x.startswith("error: ")]
+    assert cp.returncode == 2 and len(errors) == 1 and "Traceback" not in cp.stderr, cp.stderr
+    return errors[0]
+
+
+_HEAD = """import numpy as np
+from algorithms.cleaning import Rule
+def ones(texts):
+    return np.ones(len(texts))
+def boom(texts):
+    raise RuntimeError("boom")
+"""
+_R = 'RULES = [Rule("x", "d", {signal!r}, {measure}, 0.5, "below", {flag!r}, bins=(0, 1))]'
+BAD_RULES = {   # a rule file's body -> what the one-line error says
+    "signal taken": (_R.format(signal="chars", measure="ones", flag="--x-min"),
+                     "both measure a signal 'chars', differently"),
+    "reserved signal": (_R.format(signal="verdict", measure="ones", flag="--x-min"),
+                        "its signal 'verdict' is a name the stage uses itself"),
+    "stage's flag": (_R.format(signal="xs", measure="ones", flag="--workers"),
+                     "conflicting option string: --workers"),
+    "flag no dashes": (_R.format(signal="xs", measure="ones", flag="min-x"),
+                       "its flag 'min-x' must look like --min-something"),
+    "no bins": ('RULES = [Rule("x", "d", "xs", ones, 0.5, "below", "--x-min")]',
+                "bins must be at least two increasing edges"),
+    "name a path": ('RULES = [Rule("../x", "d", "xs", ones, 0.5, "below", "--x-min", '
+                    'bins=(0, 1))]', "its name must be letters"),
+    "no measure": (_R.format(signal="xs", measure="None", flag="--x-min"), "it has no measure"),
+    "too many": ('RULES = [Rule(f"x{i}", "d", f"s{i}", ones, 0.5, "below", f"--x{i}", '
+                 'bins=(0, 1)) for i in range(130)]', "at most 127 run together"),
+    "one short": (_R.format(signal="xs", measure="lambda t: np.ones(len(t) - 1)", flag="--x-min"),
+                  "rule 'x': its measure gave 399 values for 400 documents"),
+    "strings": (_R.format(signal="xs", measure='lambda t: np.array(["a"] * len(t))',
+                          flag="--x-min"), "rule 'x': its measure gave values of type"),
+    "NaN": (_R.format(signal="xs", measure="lambda t: np.full(len(t), np.nan)", flag="--x-min"),
+            "rule 'x': its measure gave NaN"),
+    "raises": (_R.format(signal="xs", measure="boom", flag="--x-min"),
+               "rule 'x': its measure raised RuntimeError: boom"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_RULES))
+def test_a_bad_rule_is_one_line_and_the_output_stays(raw, tmp_path, case):
+    """Whatever is wrong with a rule of your own, in its declaration or in what its
+    measure returns, the run stops with one line naming it, exit 2, and the output of the
+    previous run keeps every byte."""
+    body, says = BAD_RULES[case]
+    f = tmp_path / "bad.py"
+    f.write_text(_HEAD + body + "\n")
+    out = tmp_path / "cleaned"
+    clean(raw, out, "--rules", "tutorial")
+    before = data_files(out)
+    line = _one_line(clean(raw, out, "--rules", f"tutorial,{f}", check=False))
+    assert says in line, line
+    assert data_files(out) == before
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--min-alnum", "nan"], "--min-alnum nan: is not a number"),
+    (["--min-chars", "en=100,en=5000"], "names en twice"),
+    (["--languages", "EN,zh"], "'EN' is not a language of lid.176.ftz"),
+    (["--min-chars", "xx=100"], "--min-chars xx=100: 'xx' is not a language"),
+    (["--sweep", "min_chars@xx=100,300"], "'xx' is not a language"),
+    (["--sweep", "languages=en;en,xx"], "'xx' is not a language"),
+    (["--rules", "fineweb", "--fineweb-line-punct", "-5"], "must be between 0 and 1"),
+    (["--rules", "gopher_quality", "--gopher-min-words", "-1"], "must be >= 0"),
+    (["--rules", "tutorial,tutorial"], "two rules named 'too_short'"),
+    (["--rules", "nothing_here.py"], "--rules nothing_here.py: no such file"),
+])
+def test_bad_thresholds_and_languages_are_one_line(raw, tmp_path, flags, says):
+    assert says in _one_line(clean(raw, tmp_path / "cleaned", *flags, check=False))
+    assert not (tmp_path / "cleaned").exists()
+
+
+def test_an_export_that_would_overwrite_or_be_lost_is_refused(raw, tmp_path):
+    """--export-signals never writes into the input (it would replace a shard) nor into
+    the output or its staging folder (the commit would drop it), nor onto a folder; and a
+    sweep, which writes no output, does not take it."""
+    d = tmp_path / "data"
+    shutil.copytree(raw, d / "raw")
+    clean(d / "raw", d / "cleaned")
+    inputs, outputs = data_files(d / "raw"), data_files(d / "cleaned")
+    shard = sorted((d / "raw").glob("*.parquet"))[0]
+    (tmp_path / "a_file").write_text("x")
+    for dest, says in [(shard, "inside --input"), (d / "cleaned" / "x.parquet", "inside --output"),
+                       (d / ".cleaned.partial" / "x.parquet", "inside the staging folder"),
+                       (tmp_path, "is a folder"), (tmp_path / "a_file" / "x.parquet", "is a file")]:
+        line = _one_line(clean(d / "raw", d / "cleaned", "--min-chars", "300",
+                               "--export-signals", dest, check=False))
+        assert f"--export-signals {dest}: " in line and says in line, line
+    line = _one_line(clean(d / "raw", d / "cleaned", "--sweep", "min_chars=100,300",
+                           "--export-signals", tmp_path / "x.parquet", check=False))
+    assert "a sweep only reports" in line
+    assert data_files(d / "raw") == inputs and data_files(d / "cleaned") == outputs
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_editing_a_constant_of_a_rule_file_measures_its_signal_again(raw, tmp_path):
+    """A rule file's function is known by its whole file: a rerun after editing a constant
+    it reads (not the function itself) equals a fresh run, instead of reusing the old
+    signal."""
+    f = tmp_path / "const_rule.py"
+    code = ('import numpy as np\nfrom algorithms.cleaning import Rule\nK = {k}\n'
+            'def f(texts):\n    return np.full(len(texts), K)\n'
+            'RULES = [Rule("const_rule", "c", "const_sig", f, 0.5, "below", "--const-min", '
+            'bins=(0.0, 1.0))]\n')
+    f.write_text(code.format(k=1.0))
+    clean(raw, tmp_path / "a", "--rules", f"tutorial,{f}")
+    assert manifest(tmp_path / "a")["counts"]["removed"].get("const_rule", 0) == 0
+    f.write_text(code.format(k=0.0))
+    clean(raw, tmp_path / "a", "--rules", f"tutorial,{f}")
+    m = manifest(tmp_path / "a")
+    assert m["signals"]["measured"] == {"const_sig": m["signals"]["tasks"]}
+    assert m["counts"]["docs_out"] == 0
+    clean(raw, tmp_path / "fresh", "--rules", f"tutorial,{f}")
+    assert data_files(tmp_path / "a") == data_files(tmp_path / "fresh")
+
+
+def test_a_sweep_that_measured_a_new_signal_keeps_it_for_the_next_run(raw, tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(raw, d / "raw")
+    clean(d / "raw", d / "cleaned")
+    clean(d / "raw", d / "cleaned", "--rules", "tutorial,c4", "--sweep", "c4_min_sentences=3,5")
+    assert (d / ".cleaned.signals" / "signals" / "index.json").exists()
+    clean(d / "raw", d / "cleaned", "--rules", "tutorial,c4")
+    assert manifest(d / "cleaned")["signals"]["measured"] == {}     # found, not measured
