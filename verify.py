@@ -47,7 +47,7 @@ from pipeline.lock import FolderLock
 from pipeline.manifest import (MANIFEST, check_input, display_path, read_manifest, upstream_path,
                                write_json)
 from pipeline.tables import human_bytes, markdown_table, pct, table
-from pipeline.shards import list_shards
+from pipeline.shards import list_shards, matches_record
 from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, load_tokenizer,
                                 max_token_id, ordinary_tokenizer, tokenizer_hash)
 
@@ -368,7 +368,8 @@ def count_token(path: Path, token: int, chunk: int) -> tuple[int, int, int | Non
 # --------------------------------------------------------------------------------------
 
 def check_files(ctx: Context) -> Item:
-    it = Item(1, "train.bin and val.bin exist, sizes match the manifest and the estimate")
+    it = Item(1, "train.bin and val.bin exist, match the manifest (size and digest) and the "
+                 "estimate")
     c = ctx.pack_counts
     for s in ("train", "val"):
         p = ctx.data / f"{s}.bin"
@@ -382,6 +383,12 @@ def check_files(ctx: Context) -> Item:
         if size != want:
             it.fail(f"{s}.bin is {size:,} bytes, manifest says 2 x {c[s]['tokens']:,} = {want:,}",
                     "the .bin was changed or truncated after packing; rerun pack_parallel.py")
+    # the bytes, not only the sizes: a token changed in place keeps the size
+    for rec in ctx.pack.get("files", []):
+        p = ctx.data / rec["name"]
+        if p.is_file() and p.stat().st_size == rec["size"] and not matches_record(p, rec):
+            it.fail(f"{p} does not match its xxh3-128 digest in {PACK_MANIFEST}",
+                    "it was changed after packing; rerun pack_parallel.py")
     h = tokenizer_hash(ctx.tokenizer_path)
     if h != c["tokenizer"]["xxh3_128"]:
         it.fail(f"{ctx.tokenizer_path} changed since packing (hash {h[:12]} vs "
@@ -867,6 +874,21 @@ def parse_args(argv):
     a = p.parse_args(argv)
     if a.windows < 1 or a.window_tokens < 2 or a.chunk_tokens < 1:
         raise StageError("--windows, --window-tokens and --chunk-tokens must be positive")
+    if a.workers < 1 or a.task_mb <= 0:
+        raise StageError("--workers must be at least 1 and --task-mb positive")
+    if not 0 <= a.seed < 2 ** 64:
+        raise StageError(f"--seed {a.seed}: must be between 0 and 2**64-1")
+    for flag, v, hi in (("--size-tolerance", a.size_tolerance, None),
+                        ("--max-bad-char-rate", a.max_bad_char_rate, 1),
+                        ("--max-rule-removal", a.max_rule_removal, 1),
+                        ("--min-cpt-en", a.min_cpt_en, None), ("--min-cpt-zh", a.min_cpt_zh, None),
+                        ("--near-dup-threshold", a.near_dup_threshold, 1)):
+        if not (v >= 0 and (hi is None or v <= hi)):   # NaN fails both
+            raise StageError(f"{flag} {v}: must be " + (f"between 0 and {hi}" if hi else ">= 0"))
+    if a.report is not None and Path(a.report).is_dir():
+        raise StageError(f"--report {a.report}: is a folder; name a file")
+    if a.report is not None:
+        Path(a.report).parent.mkdir(parents=True, exist_ok=True)
     if not Path(a.data_dir).is_dir():
         raise StageError(f"--data-dir {a.data_dir} is not a folder; run the pipeline first "
                          "(make demo)")

@@ -43,7 +43,7 @@ def broken(pipeline_layout, tmp_path) -> Path:
 
 
 def test_every_item_passes_on_the_sample_pipeline(pipeline_layout, tmp_path):
-    cp, report = run_verify(pipeline_layout, tmp_path)
+    cp, report = run_verify(pipeline_layout, tmp_path / "a" / "new" / "folder")
     assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-2000:]
     assert status(cp.stdout) == {n: "PASS" for n in range(1, 11)}
     assert "checklist: 10 of 10 items PASS, 0 FAIL" in cp.stdout
@@ -88,7 +88,28 @@ def test_eos_count_off_blames_the_packer(broken, tmp_path):
     assert cp.returncode == 1 and status(cp.stdout)[4] == "FAIL"
     text = item_text(cp.stdout, 4)
     assert "packer" in text and "rerun pack_parallel.py" in text
-    assert status(cp.stdout)[1] == "PASS"  # the size still matches: only the EOS check sees it
+    # the size still matches; the digest the manifest records does not
+    assert status(cp.stdout)[1] == "FAIL"
+    assert "train.bin does not match its xxh3-128 digest" in item_text(cp.stdout, 1)
+
+
+def test_a_token_changed_in_place_fails_the_digest(broken, tmp_path):
+    """One token changed inside train.bin, or a val id changed in val_ids.txt, keeps every
+    size and count; item 1 compares the bytes with the digests pack_manifest.json records."""
+    data = np.memmap(broken / "train.bin", dtype=np.uint16, mode="r+")
+    eos = json.loads((broken / "pack_manifest.json").read_text())["counts"]["eos_id"]
+    i = int(np.flatnonzero(data != eos)[500])
+    data[i] = 1 if data[i] != 1 else 2
+    data.flush()
+    del data
+    ids = broken / "pack_report" / "val_ids.txt"
+    ids.write_text(ids.read_text().replace("-", "_", 1) if "-" in ids.read_text()
+                   else "X" + ids.read_text()[1:])
+    cp, _ = run_verify(broken, tmp_path)
+    assert cp.returncode == 1 and status(cp.stdout)[1] == "FAIL"
+    text = item_text(cp.stdout, 1)
+    assert "train.bin does not match its xxh3-128 digest" in text
+    assert "val_ids.txt does not match its xxh3-128 digest" in text
 
 
 def test_val_document_in_train_is_found_exactly_and_nearly(broken, tmp_path):
@@ -148,6 +169,13 @@ def test_bins_are_read_in_chunks(pipeline_layout):
 def test_bad_arguments_are_one_line(tmp_path):
     cp = run_script("verify.py", "--data-dir", tmp_path / "nope", check=False)
     assert cp.returncode == 2 and "Traceback" not in cp.stderr and "make demo" in cp.stderr
+    # a value that would switch a check off (NaN, out of range) is refused, not obeyed
+    for flag, value in [("--size-tolerance", "nan"), ("--near-dup-threshold", "2"),
+                        ("--max-rule-removal", "-1"), ("--seed", "-1"), ("--task-mb", "0"),
+                        ("--workers", "0")]:
+        cp = run_script("verify.py", "--data-dir", tmp_path, flag, value, check=False)
+        assert cp.returncode == 2 and cp.stderr.startswith(f"error: {flag}" if flag not in (
+            "--task-mb", "--workers") else "error: --workers") and "Traceback" not in cp.stderr
 
 
 def _minhash_settings(dedup: Path) -> dict:
