@@ -508,3 +508,22 @@ def test_bench_quick_smoke():
         assert set(r) == {"name", "mb_per_s_per_core", "ratio", "target", "ok"}
         assert r["mb_per_s_per_core"] > 0
     assert [r["target"] for r in res["rows"][2:]] == [None, 4.0, 0.8]
+
+
+def test_val_takes_no_null_text_and_refuses_repeated_ids(tmp_path):
+    """5.7's choice of val skips documents without text (val.bin would lose them and hold
+    nothing), and a repeated id among the chosen is one line: every copy of an id goes the
+    same way, so val would grow past what --val-ratio asks, up to the whole corpus."""
+    ids = [f"doc{i}" for i in range(1000)]
+    order = np.argsort(id_hashes(ids, 42))
+    texts = [f"text {i}" for i in range(1000)]
+    texts[order[0]] = None                          # the one 0.001 would choose
+    pq.write_table(pa.table({"id": ids, "text": texts}), tmp_path / "a.parquet")
+    thr, n, k = packing.val_threshold([tmp_path / "a.parquet"], 0.001, 42)
+    assert (n, k) == (1000, 1)
+    assert thr == int(id_hashes([ids[order[1]]], 42)[0])     # the first one with text
+    ids[order[1]] = ids[order[2]]                   # the first with text, now twice
+    pq.write_table(pa.table({"id": ids, "text": texts}), tmp_path / "a.parquet")
+    with pytest.raises(StageError, match=f"the id '{ids[order[2]]}' is not unique "
+                                         r"\(2 documents have it\): val would take 2"):
+        packing.val_threshold([tmp_path / "a.parquet"], 0.001, 42)
