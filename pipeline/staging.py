@@ -332,6 +332,15 @@ class StageRun:
         """Move single files into an existing folder, each with one atomic rename; the
         manifest goes last, so a reader that trusts the manifest never sees a half set."""
         self.output.mkdir(parents=True, exist_ok=True)
+        # first what could stop the moves halfway: a folder where a file goes, or the reverse
+        for p in self.staging.iterdir():
+            target = self.output / p.name
+            if not p.name.startswith("_") and target.exists() and target.is_dir() != p.is_dir():
+                raise StageError(f"{display_path(target)}: a {'file' if target.is_file() else 'folder'} "
+                                 f"stands where {self.script} writes a "
+                                 f"{'folder' if p.is_dir() else 'file'}; "
+                                 f"{display_path(self.output)} is unchanged; move it away and "
+                                 "rerun the same command (it resumes)")
         self._keep_logs()
         old_manifest = self.output / self.manifest_name
         if old_manifest.exists():

@@ -527,3 +527,24 @@ def test_val_takes_no_null_text_and_refuses_repeated_ids(tmp_path):
     with pytest.raises(StageError, match=f"the id '{ids[order[2]]}' is not unique "
                                          r"\(2 documents have it\): val would take 2"):
         packing.val_threshold([tmp_path / "a.parquet"], 0.001, 42)
+
+
+def test_a_commit_that_cannot_finish_changes_nothing(packed, sample_layout, tok_path, tmp_path):
+    """A file where pack writes its report folder: found before the first file moves, so
+    the previous train.bin, val.bin and manifest stay as they were (the commit used to
+    move the new .bin files in, drop the manifest, then stop, saying "unchanged")."""
+    out = tmp_path / "out"
+    shutil.copytree(packed, out)
+    shutil.rmtree(out / "pack_report")
+    (out / "pack_report").write_text("in the way\n")
+    before = snapshot(out)
+    cp = pack(sample_layout / "raw", out, tok_path, "--seed", "7", check=False)
+    assert cp.returncode == 2 and "Traceback" not in cp.stderr
+    assert "pack_report: a file stands where pack_parallel.py writes a folder" in cp.stderr
+    assert {k: v for k, v in snapshot(out).items() if not k.startswith(".")} == \
+        {k: v for k, v in before.items() if not k.startswith(".")}
+    (out / "pack_report").unlink()
+    pack(sample_layout / "raw", out, tok_path, "--seed", "7")
+    pack(sample_layout / "raw", tmp_path / "fresh", tok_path, "--seed", "7")
+    for f in ("train.bin", "val.bin"):
+        assert (out / f).read_bytes() == (tmp_path / "fresh" / f).read_bytes()
