@@ -19,11 +19,13 @@ byte for byte the one BpeTrainer writes (tested), 3.7 to 10 times faster.
 
 The training sample (4.7 step 2):
 - --sample-ratio (0.05) of the corpus's text bytes, raised to --min-bytes (1 GB; the whole
-  corpus when it is smaller) and capped at --max-bytes (2 GB). The tutorial says 2-5 GB is
-  enough; the cap stays below 2^31 bytes because BpeTrainer counts pairs in 32-bit
-  integers (HF tokenizers issue 2058): a pair seen more than 2,147,483,647 times wraps
-  negative and is silently dropped. A sample of fewer than 2^31 bytes holds fewer than
-  2^31 adjacent byte pairs, so no count can wrap.
+  corpus when it is smaller) and capped at --max-bytes (2 GB). Each document is drawn by
+  its seeded id hash, so the sample's size lands within a few percent of the target, not
+  on it. The tutorial says 2-5 GB is enough; the cap stays below 2^31 bytes because
+  BpeTrainer counts pairs in 32-bit integers (HF tokenizers issue 2058): a pair seen more
+  than 2,147,483,647 times wraps negative and is silently dropped. A sample of fewer than
+  2^31 bytes holds fewer than 2^31 adjacent byte pairs, so no count can wrap; a sample
+  drawn above that (a --max-bytes at the limit) stops --trainer hf before training.
 - drawn evenly: a document is in the sample when a seeded hash of its id falls in the
   sample's share of the hash range (the held-out share comes first), so every part of
   the corpus gives the same share of its bytes, and the choice depends neither on
@@ -83,6 +85,7 @@ compare_tokenizers.py adds the comparison with GPT-2, Mistral-7B and cl100k_base
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -134,8 +137,15 @@ def run(run: Run) -> Output:
           f"({pct(s['sample_bytes'], total)} of {human_bytes(total)}); mix: Chinese characters "
           f"{pct(s['han_chars'], mix)}, ASCII letters {pct(s['ascii_letters'], mix)}; "
           f"{s['zh_docs']:,} Chinese / {s['en_docs']:,} English documents", flush=True)
+    if s["null_docs"]:
+        print(f"note: {s['null_docs']:,} documents have no text (null): counted, never sampled",
+              file=sys.stderr)
     if s["sample_docs"] == 0:
         raise StageError(f"{run.input}: no documents to train on")
+    if args.trainer == "hf" and s["sample_bytes"] > PAIR_COUNT_LIMIT:
+        raise StageError(f"the sample drawn is {s['sample_bytes']:,} bytes, above "
+                         f"{PAIR_COUNT_LIMIT:,}: BpeTrainer's 32-bit pair counts could wrap "
+                         "(tokenizers issue 2058); lower --max-bytes by a few percent")
     s["distinct_words"], s["distinct_word_bytes"] = tokenizer_sample.distinct_words(run.staging, tasks)
     need = check_memory(s, budget, args)
 
@@ -270,6 +280,8 @@ def stats_rows(s: dict, verification: dict, comp: dict) -> list[list]:
     mix = s["han_chars"] + s["ascii_letters"]
     rows = [
         ["corpus documents", s["docs_in"]],
+        *([["documents without text (null), never sampled", s["null_docs"]]]
+          if s.get("null_docs") else []),
         ["corpus text bytes", human_bytes(s["bytes_in"])],
         ["held out (docs / bytes)", f"{s['heldout_docs']:,} / {human_bytes(s['heldout_bytes'])}"],
         ["sample documents", s["sample_docs"]],
@@ -314,7 +326,8 @@ def flags(p, argv) -> None:
     p.add_argument("--min-bytes", type=int, default=1_000_000_000,
                    help="train on at least this many bytes, or the whole corpus (default 1 GB)")
     p.add_argument("--max-bytes", type=int, default=2_000_000_000,
-                   help=f"train on at most this many bytes (default 2 GB; at most {PAIR_COUNT_LIMIT:,})")
+                   help=f"train on about this many bytes, within a few percent (default 2 GB; at "
+                        f"most {PAIR_COUNT_LIMIT:,})")
     p.add_argument("--max-doc-chars", type=int, default=100_000,
                    help="crop longer documents to this many characters (default 100000)")
     p.add_argument("--heldout-bytes", type=int, default=5_000_000,

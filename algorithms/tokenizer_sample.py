@@ -166,10 +166,11 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
     if count_words:
         from .bpe_trainer import WordUnion, words_of
         words = WordUnion()
-    docs_in = bytes_in = cropped = before_crop = chars = 0
+    docs_in = bytes_in = cropped = before_crop = chars = nulls = 0
     count_cpu = 0.0   # CPU s counting words: it follows the sample's size, not the corpus's
     for batch in read_unit(units[rank], columns=["id", "text"]):
-        col = fill_empty(batch.column(1))  # a null text is an empty document: never sampled
+        nulls += batch.column(1).null_count   # counted, then never sampled:
+        col = fill_empty(batch.column(1))     # an empty document
         lengths = to_numpy(pc.binary_length(col)).astype(np.int64)
         h_idx, t_idx = choose_rows(id_hashes(batch.column(0).to_pylist(), seed),
                                                     lengths, cuts)
@@ -206,6 +207,7 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
     np.save(out / f"pieces-{rank:05d}.npy", np.stack(unite_pieces(pieces)))
     save_task_result(staging, "sample", rank, {
         "docs_in": docs_in,
+        "null_docs": nulls,
         "bytes_in": bytes_in,
         "sample_docs": train.docs,
         "sample_bytes_before_crop": before_crop,

@@ -13,6 +13,7 @@ import pytest
 
 
 from algorithms import bpe_trainer, tokenizer_checks, tokenizer_sample
+import train_tokenizer as tt
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -225,8 +226,9 @@ def test_unchanged_rerun_keeps_the_tokenizer_and_force_retrains(trained, sample_
 
 def test_too_small_corpus_says_how_far_it_got(sample_layout, tmp_path):
     out = tmp_path / "tokenizer"
-    out.mkdir()
+    out.mkdir()   # an earlier output of the stage (its manifest names it)
     (out / "keep.txt").write_text("previous output")
+    (out / "manifest.json").write_text(json.dumps({"stage": "train_tokenizer"}))
     cp = run_script("train_tokenizer.py", "--input", sample_layout / "raw", "--output", out,
                     "--max-bytes", "30000", "--min-bytes", "0", "--workers", "1", check=False)
     assert cp.returncode == 2, cp.stderr
@@ -265,8 +267,9 @@ def test_a_sample_too_large_for_memory_stops_before_training(trained, sample_lay
     assert 0 < s["trainer_memory_peak_mb"] <= 1.1 * s["trainer_memory_expected_mb"]
     budget = (FAST_BASE + need) // 2
     out = tmp_path / "tokenizer"
-    out.mkdir()
+    out.mkdir()   # an earlier output of the stage (its manifest names it)
     (out / "keep.txt").write_text("previous output")
+    (out / "manifest.json").write_text(json.dumps({"stage": "train_tokenizer"}))
     args = ("train_tokenizer.py", "--input", sample_layout / "raw", "--vocab-size", VOCAB,
             "--memory-budget", budget)
     cp = run_script(*args, "--output", out, check=False)
@@ -277,7 +280,7 @@ def test_a_sample_too_large_for_memory_stops_before_training(trained, sample_lay
     m = re.search(r"lower --max-bytes to ([0-9,]+) \(and --min-bytes to at most that\)", err[0])
     assert m, err[0]
     assert "trainer memory: about" in cp.stdout and "training time" not in cp.stdout
-    assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]     # nothing written
+    assert sorted(p.name for p in out.iterdir()) == ["keep.txt", "manifest.json"]  # as it was
     fit = int(m.group(1).replace(",", ""))
     assert 0 < fit < s["sample_bytes"]
     out2 = tmp_path / "fits"
@@ -465,7 +468,25 @@ def test_long_documents_are_cropped(tmp_path):
     res = json.loads((tmp_path / "_results" / "sample" / "00000.json").read_text())
     assert res["cropped_docs"] == 2 and res["sample_docs"] == 3
     assert res["sample_bytes"] == sum(len(t.encode()) for t in got)
-    assert res["zh_docs"] == 2 and res["en_docs"] == 1
+    assert res["zh_docs"] == 2 and res["en_docs"] == 1 and res["null_docs"] == 0
+
+
+def test_null_texts_are_counted_and_never_sampled(tmp_path):
+    import pyarrow.parquet as pq
+    from pipeline.units import plan_units
+
+    shard = tmp_path / "part-00000.parquet"
+    texts = ["first text", None, "third text", None, "fifth"]
+    pq.write_table(pa.table({"id": list("abcde"), "text": texts}), shard)
+    units = [u.to_dict() for u in plan_units([shard])]
+    tokenizer_sample.sample_unit(0, 1, units, str(tmp_path), 0.0, 1.0, 0, 100)
+    got = pq.read_table(tmp_path / tokenizer_sample.SAMPLE_DIR / "train-00000.parquet")
+    assert got.column("text").to_pylist() == ["first text", "third text", "fifth"]
+    res = json.loads((tmp_path / "_results" / "sample" / "00000.json").read_text())
+    assert (res["docs_in"], res["null_docs"], res["sample_docs"]) == (5, 2, 3)
+    rows = dict(tt.stats_rows({**res, "distinct_words": 0, "distinct_word_bytes": 0},
+                              {"vocab_size": 1, "max_id": 0, "round_trip_texts": 0}, {}))
+    assert rows["documents without text (null), never sampled"] == 2
 
 
 def test_bench_memory_smoke(tmp_path):
