@@ -180,6 +180,10 @@ def run(run: Run) -> Output:
 
     counts = merge_counts(results, n_docs, n_val, eos, kind, tok, args.tokenizer,
                           tokenizer_hash(args.tokenizer), args.output)
+    if counts["val"]["docs"] == 0:   # the ones chosen had no text (download_data drops those)
+        raise StageError(f"{args.input}: val.bin would be empty: the {n_val} document(s) chosen "
+                         "for val have no text (null); drop null texts first, or choose "
+                         "another --seed or --val-ratio")
     for s, p in outs.items():  # the .bin must hold exactly the tokens the tasks reported
         if p.stat().st_size != 2 * counts[s]["tokens"]:
             raise StageError(f"{p}: {p.stat().st_size} bytes but tasks reported "

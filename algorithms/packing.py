@@ -36,7 +36,7 @@ import numpy as np
 
 from pipeline.arrays import text_buffers
 from pipeline.errors import StageError
-from pipeline.shards import HashingFile, id_hashes, iter_batches, open_shard
+from pipeline.shards import HashingFile, id_hashes, iter_batches
 
 from .packing_fast import BpeEncoder
 from .tokenizer_file import (byte_level_unsupported, eos_id, load_tokenizer,
@@ -69,47 +69,27 @@ def val_threshold(shards: list[Path], val_ratio: float, seed: int) -> tuple[int,
     """(threshold, n_docs, n_val): a document is in val iff its id hash <= threshold.
 
     Reads only the id column (8 bytes per document kept in memory), so it is cheap even
-    for a large corpus, and it sees every shard: the split is global, not per shard. A
-    document with no text is never chosen (val.bin would lose it): where a shard's
-    statistics count null texts, its text column is read too. Ids must be unique among
-    the chosen: every copy of an id goes the same way, so a repeated id would put more
-    documents in val than asked (all of them, if every id is the same).
+    for a large corpus, and it sees every shard: the split is global, not per shard. Ids
+    must be unique among the chosen: every copy of an id goes the same way, so a repeated
+    id would put more documents in val than asked (all of them, if every id is the same).
     """
-    hashes, n = [], 0
+    hashes = []
     for s in shards:
-        cols = ["id", "text"] if _has_null_text(s) else ["id"]
-        for batch in iter_batches(s, columns=cols, batch_rows=65536):
-            h = id_hashes(batch.column(0).to_pylist(), seed)
-            n += len(h)
-            if len(cols) == 2:
-                h = h[np.asarray(batch.column(1).is_valid())]
-            hashes.append(h)
+        for batch in iter_batches(s, columns=["id"], batch_rows=65536):
+            hashes.append(id_hashes(batch.column(0).to_pylist(), seed))
     h = np.concatenate(hashes) if hashes else np.empty(0, np.uint64)
-    if len(h) < 2:
-        raise StageError(f"{shards[0].parent}: {len(h)} document(s) with text; need at least 2 "
-                         "to split train and val")
-    k = n_val_docs(len(h), val_ratio)
-    if k >= len(h):
-        raise StageError(f"--val-ratio {val_ratio} would put all {len(h)} documents in val")
+    n = len(h)
+    if n < 2:
+        raise StageError(f"{shards[0].parent}: {n} document(s); need at least 2 to split "
+                         "train and val")
+    k = n_val_docs(n, val_ratio)
+    if k >= n:
+        raise StageError(f"--val-ratio {val_ratio} would put all {n} documents in val")
     threshold = int(np.partition(h, k - 1)[k - 1])
     chosen = int(np.count_nonzero(h <= np.uint64(threshold)))
     if chosen > k:
         raise StageError(_repeated_ids(shards, seed, h, threshold, chosen, k))
     return threshold, n, k
-
-
-def _has_null_text(shard: Path) -> bool:
-    """Whether a shard may hold null texts: its statistics say so, or do not say."""
-    md = open_shard(shard).metadata
-    names = [md.schema.column(i).name for i in range(md.num_columns)]
-    if "text" not in names:
-        return False     # read_unit names the missing column later
-    col = names.index("text")
-    for g in range(md.num_row_groups):
-        st = md.row_group(g).column(col).statistics
-        if st is None or not st.has_null_count or st.null_count:
-            return True
-    return False
 
 
 def _repeated_ids(shards: list[Path], seed: int, h: np.ndarray, threshold: int, chosen: int,

@@ -299,7 +299,7 @@ class StageRun:
                 stage = json.loads(manifest.read_text(encoding="utf-8")).get("stage")
             except (OSError, ValueError, AttributeError):
                 stage = self.stage   # unreadable: this stage's own, broken; a run mends it
-            if stage == self.stage:
+            if stage in (self.stage, None):   # None: a manifest that does not say
                 return
             why = f"it is the output of {STAGES[stage][0] if stage in STAGES else stage}"
         elif next((p for p in self.output.rglob("*") if not p.is_dir() and p not in mine),

@@ -510,23 +510,35 @@ def test_bench_quick_smoke():
     assert [r["target"] for r in res["rows"][2:]] == [None, 4.0, 0.8]
 
 
-def test_val_takes_no_null_text_and_refuses_repeated_ids(tmp_path):
-    """5.7's choice of val skips documents without text (val.bin would lose them and hold
-    nothing), and a repeated id among the chosen is one line: every copy of an id goes the
-    same way, so val would grow past what --val-ratio asks, up to the whole corpus."""
-    ids = [f"doc{i}" for i in range(1000)]
+def test_an_empty_val_and_repeated_ids_are_one_line(tok_path, tmp_path):
+    """A val choice that packs nothing (its documents have no text: an input that
+    download_data.py did not write, since it drops null texts) stops before the commit;
+    and a repeated id among the chosen is one line: every copy of an id goes the same way,
+    so val would grow past what --val-ratio asks, up to the whole corpus."""
+    ids = [f"doc{i}" for i in range(100)]
     order = np.argsort(id_hashes(ids, 42))
-    texts = [f"text {i}" for i in range(1000)]
-    texts[order[0]] = None                          # the one 0.001 would choose
-    pq.write_table(pa.table({"id": ids, "text": texts}), tmp_path / "a.parquet")
-    thr, n, k = packing.val_threshold([tmp_path / "a.parquet"], 0.001, 42)
-    assert (n, k) == (1000, 1)
-    assert thr == int(id_hashes([ids[order[1]]], 42)[0])     # the first one with text
-    ids[order[1]] = ids[order[2]]                   # the first with text, now twice
-    pq.write_table(pa.table({"id": ids, "text": texts}), tmp_path / "a.parquet")
-    with pytest.raises(StageError, match=f"the id '{ids[order[2]]}' is not unique "
+    texts = [f"text number {i}" for i in range(100)]
+    src = tmp_path / "src"
+    src.mkdir()
+    pq.write_table(pa.table({"id": ids, "text": texts}), src / "a.parquet")
+    run_script("download_data.py", "--input", src / "a.parquet", "--output", tmp_path / "raw")
+    shard = next((tmp_path / "raw").glob("*.parquet"))
+    texts[order[0]] = None                          # the one --val-ratio 0.01 chooses
+    pq.write_table(pa.table({"id": ids, "text": texts}), shard)
+    m = json.loads((tmp_path / "raw" / "manifest.json").read_text())
+    m["files"][0]["size"] = shard.stat().st_size
+    (tmp_path / "raw" / "manifest.json").write_text(json.dumps(m))
+    cp = pack(tmp_path / "raw", tmp_path / "out", tok_path, "--val-ratio", "0.01", check=False)
+    assert cp.returncode == 2 and "Traceback" not in cp.stderr, cp.stderr
+    assert "val.bin would be empty: the 1 document(s) chosen for val have no text" in cp.stderr
+    assert not (tmp_path / "out" / "train.bin").exists()
+    # repeated ids
+    ids[order[0]] = ids[order[1]]                   # the one chosen, now twice
+    pq.write_table(pa.table({"id": ids, "text": texts}), tmp_path / "b.parquet")
+    with pytest.raises(StageError, match=f"the id '{ids[order[1]]}' is not unique "
                                          r"\(2 documents have it\): val would take 2"):
-        packing.val_threshold([tmp_path / "a.parquet"], 0.001, 42)
+        packing.val_threshold([tmp_path / "b.parquet"], 0.01, 42)
+    assert packing.val_threshold([tmp_path / "b.parquet"], 0.01, 7)[1:] == (100, 1)
 
 
 def test_a_commit_that_cannot_finish_changes_nothing(packed, sample_layout, tok_path, tmp_path):
