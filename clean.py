@@ -700,7 +700,8 @@ def signals_summary(results: list[dict], kept_summary: dict | None) -> dict:
 def sweepable(recipe: Recipe) -> dict[str, type]:
     """What --sweep can vary: every rule's threshold (by its flag's name), and the languages."""
     out = {r.key: r.kind for r in recipe.rules}
-    out["languages"] = str
+    if any(isinstance(r, LanguageRule) for r in recipe.rules):
+        out["languages"] = str   # only a language rule reads them
     return out
 
 
@@ -940,6 +941,14 @@ def flags(p, argv) -> None:
     why = cleaning.recipe_error(rules)
     if why:   # before their flags are made: two of one flag would be argparse's traceback
         raise StageError(f"--rules {','.join(packs)}: {why}")
+    given = {a.split("=", 1)[0] for a in (sys.argv[1:] if argv is None else argv)
+             if str(a).startswith("--")}
+    mine = {r.flag for r in rules}
+    for flag, pack in cleaning.pack_flags().items():   # a pack's flag without its pack
+        if flag in given and flag not in mine:
+            raise StageError(f"{flag} is a threshold of the {pack} pack, which this run "
+                             f"does not apply (--rules {','.join(packs)}): add {pack} "
+                             "to --rules, or drop the flag")
     g = p.add_argument_group("rules (defaults: the table in section 2.2 for the tutorial's)")
     g.add_argument("--rules", default="tutorial",
                    help="the rules to run, in order: built-in packs "
@@ -1035,6 +1044,11 @@ def check_languages(args, recipe: Recipe, known: set[str]) -> None:
         t = recipe.threshold(r)
         if isinstance(t, dict):
             unknown(t, f"{r.flag} {getattr(args, r.key)}")
+            idle = [x for x in t if x != "*" and r.languages and x not in r.languages]
+            if idle:
+                print(f"note: {r.flag} {idle[0]}=...: {r.name} applies to "
+                      f"{', '.join(r.languages)} only; that value changes nothing",
+                      file=sys.stderr)
     for spec in getattr(args, "sweep", None) or []:
         name, values = parse_clean_sweep(spec, recipe)
         unknown([name.partition("@")[2]] if "@" in name else

@@ -307,6 +307,19 @@ def pack_names() -> list[str]:
     return [*PACKS, *QUALITY_PACKS]
 
 
+def pack_flags() -> dict[str, str]:
+    """Every built-in rule's flag -> its pack, without building the packs (whose
+    compiled measure would import numba)."""
+    from . import quality_signals
+
+    flags = {r["name"]: r["pack"] for r in quality_signals.RULE_TABLE}
+    out = {"--" + name.replace("_", "-"): pack for name, pack in flags.items()}
+    for pack, rules in PACKS.items():
+        for r in rules:
+            out.setdefault(r.flag, pack)
+    return out
+
+
 def load_rules(pack: str) -> tuple[Rule, ...]:
     """The rules of a pack: a built-in name (pack_names()), or the path of a Python file
     of your own that defines RULES, a list of Rule."""

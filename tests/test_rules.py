@@ -228,6 +228,9 @@ def test_a_bad_rule_is_one_line_and_the_output_stays(raw, tmp_path, case):
     (["--rules", "gopher_quality", "--gopher-min-words", "-1"], "must be >= 0"),
     (["--rules", "tutorial,tutorial"], "two rules named 'too_short'"),
     (["--rules", "nothing_here.py"], "--rules nothing_here.py: no such file"),
+    (["--rules", "fineweb", "--min-chars", "100"],
+     "--min-chars is a threshold of the tutorial pack, which this run does not apply"),
+    (["--rules", "fineweb", "--sweep", "languages=en"], "expected NAME=V1,V2,..."),
 ])
 def test_bad_thresholds_and_languages_are_one_line(raw, tmp_path, flags, says):
     assert says in _one_line(clean(raw, tmp_path / "cleaned", *flags, check=False))
@@ -286,3 +289,22 @@ def test_a_sweep_that_measured_a_new_signal_keeps_it_for_the_next_run(raw, tmp_p
     assert (d / ".cleaned.signals" / "signals" / "index.json").exists()
     clean(d / "raw", d / "cleaned", "--rules", "tutorial,c4")
     assert manifest(d / "cleaned")["signals"]["measured"] == {}     # found, not measured
+
+
+def test_a_threshold_for_a_language_the_rule_skips_says_so(raw, tmp_path):
+    cp = clean(raw, tmp_path / "cleaned", "--rules", "tutorial,gopher_quality",
+               "--gopher-max-mean-word-length", "en=10,zh=20")
+    assert ("note: --gopher-max-mean-word-length zh=...: gopher_max_mean_word_length applies "
+            "to en only; that value changes nothing") in cp.stderr
+
+
+def test_pack_flags_name_every_built_in_rules_flag():
+    """The flag -> pack table clean.py reads to say which pack a stray flag belongs to,
+    made without building the packs, agrees with the packs themselves."""
+    from algorithms import cleaning
+
+    built = {}
+    for pack in cleaning.pack_names():
+        for r in cleaning.load_rules(pack):
+            built.setdefault(r.flag, pack)
+    assert cleaning.pack_flags() == built
