@@ -415,8 +415,10 @@ def run(run: Run) -> Output:
     if args.export_signals:
         n = write_export(run.staging, run.units, Path(args.export_signals))
         exported = [f"wrote {args.export_signals}: {n:,} documents, their verdict and "
-                    f"{len(recipe.signals())} signals (measured {signals['lid_calls_made']:,} "
-                    "language-ID calls, reused the rest)"]
+                    f"{len(recipe.signals())} signals (language-ID calls made "
+                    f"{signals['lid_calls_made']:,}, reused {signals['lid_calls_reused']:,}; "
+                    f"signals kept from earlier runs for {signals['tasks_reused']} of "
+                    f"{signals['tasks']} tasks)"]
     return Output(
         [r["file"] for r in results], counts,
         extra={"rules": rows, "rule_keys": [r.key for r in recipe.rules],
@@ -940,12 +942,15 @@ def flags(p, argv) -> None:
     rules = tuple(r for pack in packs for r in cleaning.load_rules(pack))
     why = cleaning.recipe_error(rules)
     if why:   # before their flags are made: two of one flag would be argparse's traceback
-        raise StageError(f"--rules {','.join(packs)}: {why}")
+        raise StageError(f"--rules {','.join(packs) or repr('')}: {why}")
     given = {a.split("=", 1)[0] for a in (sys.argv[1:] if argv is None else argv)
              if str(a).startswith("--")}
-    mine = {r.flag for r in rules}
-    for flag, pack in cleaning.pack_flags().items():   # a pack's flag without its pack
-        if flag in given and flag not in mine:
+    # a pack's flag without its pack (packs' flags start with their name; the table is
+    # read only then: it imports the packs' module)
+    stray = {f for f in given - {r.flag for r in rules}
+             if f.startswith(("--fineweb-", "--gopher-", "--c4-", "--min-", "--max-"))}
+    for flag, pack in (cleaning.pack_flags().items() if stray else ()):
+        if flag in stray:
             raise StageError(f"{flag} is a threshold of the {pack} pack, which this run "
                              f"does not apply (--rules {','.join(packs)}): add {pack} "
                              "to --rules, or drop the flag")

@@ -308,3 +308,6 @@ def test_pack_flags_name_every_built_in_rules_flag():
         for r in cleaning.load_rules(pack):
             built.setdefault(r.flag, pack)
     assert cleaning.pack_flags() == built
+    # clean.py looks the table up only for flags of these shapes: every pack flag has one
+    assert all(f.startswith(("--fineweb-", "--gopher-", "--c4-", "--min-", "--max-"))
+               for f in built)
