@@ -139,6 +139,12 @@ def test_signal_export_reads_the_kept_signals(raw, tmp_path):
         assert verdicts.count(rule) == n
     assert verdicts.count(None) == m["counts"]["docs_out"]
     assert f"wrote {out}" in cp.stdout
+    assert "language-ID calls made 0, reused " in cp.stdout
+    # without kept signals everything is measured, and the line says so
+    cp = clean(d / "raw", tmp_path / "fresh", "--rules", "tutorial,c4", "--no-keep-signals",
+               "--export-signals", tmp_path / "again.parquet")
+    assert "reused 0; signals kept from earlier runs for 0 of" in cp.stdout
+    assert pq.read_table(tmp_path / "again.parquet").equals(t)
 
 
 @pytest.mark.parametrize("pack", ["fineweb", "gopher_quality", "gopher_repetition", "c4"])
@@ -231,6 +237,7 @@ def test_a_bad_rule_is_one_line_and_the_output_stays(raw, tmp_path, case):
     (["--rules", "fineweb", "--min-chars", "100"],
      "--min-chars is a threshold of the tutorial pack, which this run does not apply"),
     (["--rules", "fineweb", "--sweep", "languages=en"], "expected NAME=V1,V2,..."),
+    (["--rules", ","], "--rules '': no rules to run"),
 ])
 def test_bad_thresholds_and_languages_are_one_line(raw, tmp_path, flags, says):
     assert says in _one_line(clean(raw, tmp_path / "cleaned", *flags, check=False))
