@@ -38,6 +38,7 @@ from pipeline.hub import HUB, fetch_hub_file, held_already, hub_endpoint, list_h
 from pipeline.manifest import read_manifest, write_json
 from pipeline.shards import open_shard
 from pipeline.sources import (BAD_RECORDS_IN_MANIFEST, Meter, Skips, common_metadata,
+                              repeated_ids, save_id_hashes,
                               expand_inputs, read_sources, write_shards)
 from pipeline.stage import Output, Run, Stage
 from pipeline.tables import human_bytes, table
@@ -79,7 +80,11 @@ def convert_task(rank: int, world_size: int, units: list, staging: str, opts: di
     interruption resumes)."""
     name, files = units[rank]
     marker = Path(staging) / "_done" / f"unit-{rank:05d}.json"
+    ids = Path(staging) / "_done" / f"ids-{rank:05d}.npy"
     if marker.exists():
+        if not ids.exists():   # recorded by a run that kept no id hashes
+            save_id_hashes([Path(staging) / r["name"]
+                            for r in json.loads(marker.read_text())["files"]], ids)
         return
     if files is None:
         local = [fetch_hub_file(HUB[opts["dataset"]], opts["commit"], name,
@@ -98,6 +103,7 @@ def convert_task(rank: int, world_size: int, units: list, staging: str, opts: di
     finally:
         if meter:
             meter.close()
+    save_id_hashes([Path(staging) / r["name"] for r in recs], ids)
     write_json(marker, {"unit": name, "files": recs, "skipped": skips.counts,
                         "bad_records": skips.bad_records})
     if files is None and not opts["keep_downloads"]:
@@ -142,6 +148,12 @@ def run(run: Run) -> Output:
     counts = {"rows": rows, "text_bytes": sum(r["text_bytes"] for r in records),
               "shards": len(records), "skipped": skips.counts,
               "bad_records": len(skips.bad_records)}
+    # ids are every later stage's key (pack splits val by id): say so when they repeat
+    repeated, example, times = repeated_ids(
+        [run.staging / "_done" / f"ids-{i:05d}.npy" for i in range(len(src["units"]))],
+        [run.staging / r["name"] for r in records])
+    if repeated:
+        counts["repeated_ids"] = repeated
     if skips.bad_records:
         write_bad_records(run.staging / "report", skips)
     extra = {"bad_records": skips.bad_records[:BAD_RECORDS_IN_MANIFEST]}
@@ -156,6 +168,10 @@ def run(run: Run) -> Output:
                 for r in skips.bad_records[:5]]
     if skips.bad_records:
         summary.append(f"all {len(skips.bad_records):,} bad records: {out}/report/bad_records.jsonl")
+    if repeated:
+        summary.append(f"WARNING: {repeated:,} documents share their id with another (the id "
+                       f"{example!r} {times:,} times): pack_parallel.py splits val by id and "
+                       "stops if a repeated one is chosen; give the documents unique ids")
     summary.append(f"wrote {out}/ ({len(records)} shards) and {out}/manifest.json")
     return Output(records, counts, extra=extra, summary=summary)
 

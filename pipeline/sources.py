@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -306,3 +307,43 @@ def write_shards(tables: Iterable[pa.Table], out_dir: Path, prefix: str,
     if writer is not None:
         records.append(writer.close())
     return records
+
+
+# -- ids: each document's key for the later stages (pack splits val by id) ----------------
+
+ID_HASH_SEED = 0
+
+
+def save_id_hashes(shards: list[Path], dest: Path) -> None:
+    """The 64-bit hash of every id of `shards`, in one .npy file (8 bytes a document):
+    what repeated_ids() reads to find ids that are not unique, without holding the ids."""
+    import numpy as np
+
+    from .shards import id_hashes, read_table
+
+    parts = [id_hashes(read_table(s, columns=["id"]).column("id").to_pylist(), ID_HASH_SEED)
+             for s in shards]
+    tmp = dest.with_name(dest.name + ".tmp.npy")
+    np.save(tmp, np.concatenate(parts) if parts else np.empty(0, np.uint64))
+    os.replace(tmp, dest)
+
+
+def repeated_ids(hash_files: list[Path], shards: list[Path]) -> tuple[int, str | None, int]:
+    """(documents whose id another document also has, the most repeated id, how many
+    documents have it); (0, None, 0) when every id is unique."""
+    import numpy as np
+
+    from .shards import id_hashes, read_table
+
+    h = np.concatenate([np.load(f) for f in hash_files]) if hash_files else np.empty(0, np.uint64)
+    values, counts = np.unique(h, return_counts=True)
+    if len(values) == len(h):
+        return 0, None, 0
+    top = values[np.argmax(counts)]
+    found: dict[str, int] = {}
+    for s in shards:   # the id itself, and its count by the ids (not only by their hashes)
+        ids = read_table(s, columns=["id"]).column("id").to_pylist()
+        for i in np.flatnonzero(id_hashes(ids, ID_HASH_SEED) == top):
+            found[str(ids[i])] = found.get(str(ids[i]), 0) + 1
+    name, n = max(found.items(), key=lambda kv: kv[1])
+    return int(counts[counts > 1].sum()), name, n

@@ -418,3 +418,20 @@ def test_many_local_files_convert_in_parallel_tasks_to_the_same_shards(tmp_path)
     assert m["counts"]["skipped"] == {"invalid UTF-8": 1}
     assert [(Path(r["file"]).name, r["where"]) for r in m["bad_records"]] == [("part-2.parquet", "row 1")]
     assert "fine" in _raw_texts(tmp_path / "skip")
+
+
+def test_repeated_ids_are_counted_and_named(tmp_path):
+    """Ids are every later stage's key (pack splits val by id): ids that repeat, across
+    files too, are counted in the manifest and named in a warning; unique ids say nothing."""
+    (tmp_path / "src").mkdir()
+    a, b = tmp_path / "src" / "a.parquet", tmp_path / "src" / "b.parquet"
+    pq.write_table(pa.table({"id": ["x", "y", "x", "z"], "text": ["one", "two", "three", "four"]}), a)
+    pq.write_table(pa.table({"id": ["x", "w"], "text": ["five", "six"]}), b)
+    cp = run_script("download_data.py", "--input", tmp_path / "src", "--output",
+                    tmp_path / "raw", "--workers", "2", "--task-mb", "0.000001")
+    assert read_manifest(tmp_path / "raw" / "manifest.json")["counts"]["repeated_ids"] == 3
+    assert ("WARNING: 3 documents share their id with another (the id 'x' 3 times)"
+            in cp.stderr)
+    cp = run_script("download_data.py", "--input", SAMPLE, "--output", tmp_path / "sample")
+    assert "repeated_ids" not in read_manifest(tmp_path / "sample" / "manifest.json")["counts"]
+    assert "share their id" not in cp.stderr
