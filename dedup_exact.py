@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from algorithms import exact_dedup
 from pipeline import layout
 from pipeline.arrays import from_numpy
-from pipeline.errors import run_stage
+from pipeline.errors import StageError, run_stage
 from pipeline.filter_phase import Picked, filter_phase
 from pipeline.work_files import WORK, save_npy
 from pipeline.progress import task_progress
@@ -64,9 +64,28 @@ def hash_task(rank: int, world_size: int, units: list[dict], staging: str) -> No
     save_task_result(staging, "hash", rank, {"docs": len(digests), "bytes": nbytes})
 
 
+def check_spill_files(total_docs: int, budget: int, flag: str) -> None:
+    """The select step keeps 3 spill files open per partition: refuse, before any work, a
+    budget that would need more open files than this process may have (ulimit -n)."""
+    import math
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    parts = exact_dedup.partitions_needed(total_docs, budget)
+    if parts == 1 or limit == resource.RLIM_INFINITY or 3 * parts + 64 <= limit:
+        return
+    halves = max(1, (limit - 64) // 3 // 2)     # partitions_needed() doubles ceil(need / budget)
+    least = math.ceil(total_docs * exact_dedup.BYTES_PER_DOC / halves)
+    raise StageError(f"--memory-budget {flag}: {parts:,} spill partitions would keep "
+                     f"{3 * parts:,} files open, more than this process may ({limit:,}, ulimit "
+                     f"-n); raise --memory-budget to at least {human_bytes(least)}")
+
+
 def run(run: Run) -> Output:
     """The three steps, then the report."""
     work = run.staging / WORK
+    check_spill_files(run.total_docs, parse_size(run.args.memory_budget, "--memory-budget"),
+                      run.args.memory_budget)
     run.parallel("hash", hash_task, units=run.unit_dicts(), staging=str(run.staging))
     hashed = run.results("hash")
 

@@ -652,8 +652,11 @@ def flags(p, argv) -> None:
 def check(args) -> None:
     if args.ngram < 1:
         raise StageError(f"--ngram {args.ngram}: must be at least 1")
-    if args.num_perm < 1 or args.bands < 1 or args.rows < 1:
-        raise StageError("--num-perm, --bands and --rows must be positive")
+    for flag, v in (("--num-perm", args.num_perm), ("--bands", args.bands), ("--rows", args.rows)):
+        if v < 1:
+            raise StageError(f"{flag} {v}: must be positive")
+    if args.seed < 0:
+        raise StageError(f"--seed {args.seed}: must be >= 0")
     if args.bands * args.rows != args.num_perm:
         raise StageError(f"--bands {args.bands} x --rows {args.rows} = {args.bands * args.rows}, "
                          f"but --num-perm is {args.num_perm}: LSH needs b*r == k")

@@ -36,7 +36,10 @@ def read_manifest(path: str | os.PathLike) -> dict:
     path = Path(path)
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            m = json.load(f)
+        if not isinstance(m, dict):
+            raise json.JSONDecodeError("not a JSON object", "", 0)
+        return m
     except FileNotFoundError:
         raise StageError(f"{path} is missing: its stage did not finish or the folder was not "
                          f"written by this suite; rerun {script_for_dir(path.parent)}") from None

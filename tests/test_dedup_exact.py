@@ -202,3 +202,25 @@ def test_bench_smoke():
     for r in res["rows"]:
         assert {"name", "mb_per_s_per_core", "ratio", "target", "ok"} <= set(r)
         assert r["mb_per_s_per_core"] > 0
+
+
+def test_a_budget_that_needs_too_many_open_files_is_refused_first():
+    """The spilled selection keeps 3 files open per partition: a --memory-budget so small
+    that they pass `ulimit -n` is one line naming the budget that fits, before any work
+    (it was 'Too many open files' in the middle of the run)."""
+    import resource
+
+    import dedup_exact
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+    try:
+        with pytest.raises(StageError, match=r"--memory-budget 300: 390 spill partitions would "
+                                             r"keep 1,170 files open, more than this process "
+                                             r"may \(1,024, ulimit -n\)"):
+            dedup_exact.check_spill_files(1821, 300, "300")
+        dedup_exact.check_spill_files(1821, 365, "365")     # the least it names: fits
+        with pytest.raises(StageError):
+            dedup_exact.check_spill_files(1821, 364, "364")
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -308,6 +308,11 @@ def test_bad_flags_are_one_line_errors(sample_layout, tmp_path):
     assert cp.returncode == 2 and "--threshold" in cp.stderr
     cp = run_script("dedup_minhash.py", "--input", tmp_path / "nope", "--output", out, check=False)
     assert cp.returncode == 2 and "nope" in cp.stderr and len(cp.stderr.strip().splitlines()) == 1
+    for flag, value, says in [("--seed", "-1", "--seed -1: must be >= 0"),
+                              ("--bands", "0", "--bands 0: must be positive")]:
+        cp = run_script("dedup_minhash.py", "--input", sample_layout / "raw", "--output", out,
+                        flag, value, check=False)
+        assert cp.returncode == 2 and cp.stderr.strip() == f"error: {says}", cp.stderr
     assert not out.exists()
 
 

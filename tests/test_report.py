@@ -218,6 +218,10 @@ def test_rerun_upstream_marks_the_stages_below_stale(pipeline_layout, tmp_path):
     assert ("stale", "dedup_exact") in page.boxes and ("stale", "dedup_minhash") in page.boxes
     assert "rerun dedup_exact.py" in page.all_text
     assert "stale: dedup_exact, dedup_minhash" in out
+    # a manifest that is JSON but not an object is a broken stage, not a traceback
+    (d / "raw" / "manifest.json").write_text("[]")
+    html, out = make_report(d)
+    assert "stale: download_data, clean, dedup_exact, dedup_minhash" in out, out
 
 
 # --- hostile text ------------------------------------------------------------------------
