@@ -936,8 +936,6 @@ def rules_in(argv: list[str] | None) -> list[str]:
 
 
 def flags(p, argv) -> None:
-    import argparse
-
     packs = rules_in(argv)
     rules = tuple(r for pack in packs for r in cleaning.load_rules(pack))
     why = cleaning.recipe_error(rules)
@@ -959,14 +957,10 @@ def flags(p, argv) -> None:
                    help="the rules to run, in order: built-in packs "
                         f"({', '.join(cleaning.pack_names())}) or the path of a Python file of your "
                         "own rules, separated by commas (default tutorial)")
-    for r in rules:
-        try:
-            g.add_argument(r.flag, default=None, metavar="VALUE",
-                           help=f"{r.name}: {r.description} (default {r.threshold:g}); per "
-                                "language: LANG=VALUE,...".replace("%", "%%"))
-        except argparse.ArgumentError:
-            raise StageError(f"--rules {','.join(packs)}: rule {r.name!r}: its flag {r.flag} "
-                             "is one of the stage's own, or another rule's") from None
+    for r in rules:   # a flag the stage has too: one line from Stage.parser
+        g.add_argument(r.flag, default=None, metavar="VALUE",
+                       help=f"{r.name}: {r.description} (default {r.threshold:g}); per "
+                            "language: LANG=VALUE,...".replace("%", "%%"))
     g.add_argument("--languages", default="en,zh",
                    help="languages to keep, fastText codes (default en,zh)")
     g.add_argument("--lid-model", default=None,
@@ -1025,9 +1019,7 @@ def check(args) -> None:
     recipe = recipe_of(args)
     if not recipe.languages:
         raise StageError("--languages is empty: name at least one fastText language code")
-    why = cleaning.recipe_error(recipe.rules)
-    if why:
-        raise StageError(f"--rules {args.rules}: {why}")
+    # (the rules together were checked by flags(), before their flags were made)
     # fail now, with one line, rather than inside every task
     check_languages(args, recipe, check_lid(lid_path(args)))
     if args.export_signals:
