@@ -84,11 +84,20 @@ def ordinary_tokenizer(tok):
     """A copy of `tok` that encodes document text only: its added (special) tokens are
     dropped, so a literal "<|endoftext|>" inside a document becomes ordinary byte-level
     tokens and the only EOS ids in train.bin are the ones the packer appends (5.3).
-    Ids are unchanged: the special tokens stay in the model's vocabulary."""
+    Ids are unchanged: the special tokens stay in the model's vocabulary.
+
+    When every added token is special (this suite's tokenizers, GPT-2's), the copy keeps
+    them and is told to encode them as plain text (encode_special_tokens): the same ids,
+    in less than half the time of rebuilding the tokenizer without them (0.10 s against
+    0.25 for a 32k vocabulary, paid by pack's driver before any work)."""
     import json
 
     from tokenizers import Tokenizer
 
+    if all(t.special for t in tok.get_added_tokens_decoder().values()):
+        plain = Tokenizer.from_str(tok.to_str())
+        plain.encode_special_tokens = True
+        return plain
     spec = json.loads(tok.to_str())
     spec["added_tokens"] = []
     return Tokenizer.from_str(json.dumps(spec))

@@ -264,6 +264,31 @@ def test_special_tokens_keep_their_ids_and_literal_eos_stays_text(tok_path):
         assert int((arr == eos).sum()) == 2 and arr[-1] == eos
 
 
+def test_ordinary_tokenizer_encodes_added_tokens_as_text_both_ways(tok_path, tmp_path):
+    """ordinary_tokenizer takes a shortcut (encode_special_tokens) when every added token
+    is special, and rebuilds the tokenizer without them otherwise: both give the ids of
+    the vocabulary without its added tokens, which is what the fast encoders give."""
+    from tokenizers import AddedToken, Tokenizer
+
+    tok = load_tokenizer(tok_path)
+    spec = json.loads(tok.to_str())
+    spec["added_tokens"] = []
+    rebuilt = Tokenizer.from_str(json.dumps(spec))     # the long way, written out here
+    with_plain = Tokenizer.from_str(tok.to_str())
+    with_plain.add_tokens([AddedToken("zzqq", special=False)])   # not special: long way
+    texts = [f"a{s}b {s}{s}\n{s} 你好" for s in SPECIAL_TOKENS[:4]] + ["zzqq x", "plain"]
+    enc = BpeEncoder.from_tokenizer(tok)
+    for t in texts:
+        want = rebuilt.encode(t, add_special_tokens=False).ids
+        assert want == enc.ids(t).tolist()
+        for plain in (ordinary_tokenizer(tok), ordinary_tokenizer(with_plain)):
+            assert plain.encode(t, add_special_tokens=False).ids == want
+            assert plain.encode_batch_fast([t], add_special_tokens=False)[0].ids == want
+    assert ordinary_tokenizer(tok).encode_special_tokens         # the shortcut was taken
+    assert not ordinary_tokenizer(with_plain).encode_special_tokens
+    assert tok.encode(SPECIAL_TOKENS[0], add_special_tokens=False).ids == [0]   # untouched
+
+
 def test_tokenizer_that_does_not_convert_falls_back_to_hf(tok_path, tmp_path):
     import argparse
 
