@@ -32,6 +32,23 @@ def fingerprint(files: list[dict], stage: str) -> str:
     return h.hexdigest()
 
 
+# the type of each field every manifest has (a manifest edited by hand may differ)
+FIELD_TYPES = {"stage": str, "script": str, "config": dict, "input": (dict, type(None)),
+               "extra_inputs": dict, "counts": dict, "files": list, "timings": dict,
+               "resources": dict}
+
+
+def shape_error(m: dict) -> str | None:
+    """What is wrong with the shape of manifest `m` (a field of another type, a file
+    record that is not an object), or None: readers then take its fields as they are."""
+    for key, kind in FIELD_TYPES.items():
+        if key in m and not isinstance(m[key], kind):
+            return f'"{key}" is {type(m[key]).__name__}, not {getattr(kind, "__name__", "object")}'
+    if any(not isinstance(f, dict) for f in m.get("files", [])):
+        return '"files" holds a record that is not an object'
+    return None
+
+
 def read_manifest(path: str | os.PathLike) -> dict:
     path = Path(path)
     try:
@@ -39,6 +56,9 @@ def read_manifest(path: str | os.PathLike) -> dict:
             m = json.load(f)
         if not isinstance(m, dict):
             raise json.JSONDecodeError("not a JSON object", "", 0)
+        wrong = shape_error(m)
+        if wrong:
+            raise json.JSONDecodeError(wrong, "", 0)
         return m
     except FileNotFoundError:
         raise StageError(f"{path} is missing: its stage did not finish or the folder was not "

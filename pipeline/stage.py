@@ -128,6 +128,24 @@ class Run:
         return load_task_results(self.staging, phase, len(self.units) if tasks is None else tasks)
 
 
+def check_not_nested(inp: Path, out: Path, files_into: bool) -> None:
+    """Refuse an --output that is, or lies inside, the --input folder: the stage that
+    wrote the input replaces its folder whole when it runs again, and would delete this
+    output with it. A stage that replaces its own output folder (all but pack's, which
+    adds its files to a shared folder such as data/) also refuses an --input inside it:
+    the run would delete its own input."""
+    i, o = inp.resolve(), out.resolve()
+    if i == o and not files_into:
+        raise StageError(f"--output {out} is the input folder; choose another")
+    if o == i or i in o.parents:
+        raise StageError(f"--output {out} is inside the input folder {inp}: rerunning the "
+                         "stage that wrote the input would delete it; choose a folder "
+                         "outside")
+    if o in i.parents and not files_into:
+        raise StageError(f"--input {inp} is inside --output {out}, which this run replaces "
+                         "whole; choose an --output outside it")
+
+
 class Stage:
     """A stage: its name, its help text, and the functions its script supplies.
 
@@ -206,9 +224,8 @@ class Stage:
         args = self.parser(argv).parse_args(argv)
         if args.workers < 1:
             raise StageError("--workers must be at least 1")
-        if (self.reads is not None and not self.files_into
-                and Path(args.input).resolve() == Path(args.output).resolve()):
-            raise StageError(f"--output {args.output} is the input folder; choose another")
+        if self.reads is not None:
+            check_not_nested(Path(args.input), Path(args.output), self.files_into)
         if Path(args.output).exists() and not Path(args.output).is_dir():
             raise StageError(f"--output {args.output}: is a file; a stage writes a folder "
                              "(choose another --output)")

@@ -307,3 +307,23 @@ def test_an_output_folder_that_is_not_this_stages_is_never_replaced(sample_layou
                "--min-chars", "300")
     run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--min-chars", "300")
     assert _data_files(d / "cleaned") == _data_files(tmp_path / "empty")
+
+
+def test_an_output_nested_with_its_input_is_refused(sample_layout, tmp_path):
+    """An --output inside the --input folder would be deleted when the stage that wrote
+    the input runs again (it replaces its folder whole); an --input inside the --output
+    folder would be deleted by this very run. Both are one line, exit 2, before any work;
+    pack, which adds its files to a shared folder, may still write into data/ above its
+    input, as by default."""
+    d = _copy_raw(sample_layout, tmp_path)
+    raw_before = snapshot(d / "raw")
+    cp = run_script("clean.py", "--input", d / "raw", "--output", d / "raw" / "cleaned",
+                    check=False)
+    assert "is inside the input folder" in _one_error_line(cp)
+    cp = run_script("clean.py", "--input", d / "raw", "--output", d, check=False)
+    assert f"--input {d / 'raw'} is inside --output {d}" in _one_error_line(cp)
+    tok = tmp_path / "no-tokenizer.json"   # refused before the tokenizer is looked at
+    cp = run_script("pack_parallel.py", "--input", d / "raw", "--output", d / "raw" / "bins",
+                    "--tokenizer", tok, check=False)
+    assert "is inside the input folder" in _one_error_line(cp)
+    assert snapshot(d / "raw") == raw_before and sorted(os.listdir(d)) == ["raw"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -219,9 +220,14 @@ def test_rerun_upstream_marks_the_stages_below_stale(pipeline_layout, tmp_path):
     assert "rerun dedup_exact.py" in page.all_text
     assert "stale: dedup_exact, dedup_minhash" in out
     # a manifest that is JSON but not an object is a broken stage, not a traceback
-    (d / "raw" / "manifest.json").write_text("[]")
-    html, out = make_report(d)
-    assert "stale: download_data, clean, dedup_exact, dedup_minhash" in out, out
+    good = (d / "raw" / "manifest.json").read_text()
+    m = json.loads(good)
+    for bad in ("[]", json.dumps({**m, "counts": [1, 2]}), json.dumps({**m, "files": [3]}),
+                json.dumps({**m, "input": "raw"})):   # ... or with a field of another type
+        (d / "raw" / "manifest.json").write_text(bad)
+        html, out = make_report(d)
+        assert "stale: download_data, clean, dedup_exact, dedup_minhash" in out, out
+        assert "unreadable manifest" in Page(html).all_text
 
 
 # --- hostile text ------------------------------------------------------------------------
