@@ -36,7 +36,7 @@ import numpy as np
 
 from pipeline.arrays import text_buffers
 from pipeline.errors import StageError
-from pipeline.shards import HashingFile, id_hashes, iter_batches
+from pipeline.shards import HashingFile, id_hashes, ids_with_hash, iter_batches
 
 from .packing_fast import BpeEncoder
 from .tokenizer_file import (byte_level_unsupported, eos_id, load_tokenizer,
@@ -97,15 +97,12 @@ def _repeated_ids(shards: list[Path], seed: int, h: np.ndarray, threshold: int, 
     """The error for ids that repeat among the ones chosen for val, naming one."""
     picked = np.sort(h[h <= np.uint64(threshold)])
     twice = int(picked[np.flatnonzero(picked[1:] == picked[:-1])[0]])
-    for s in shards:
-        for batch in iter_batches(s, columns=["id"], batch_rows=65536):
-            ids = batch.column(0).to_pylist()
-            hit = np.flatnonzero(id_hashes(ids, seed) == np.uint64(twice))
-            if len(hit):
-                return (f"{shards[0].parent}: the id {ids[hit[0]]!r} is not unique ("
-                        f"{int(np.count_nonzero(h == np.uint64(twice)))} documents have it): "
-                        f"val would take {chosen} documents instead of {k}; 5.7 splits by id, "
-                        "so ids must be unique")
+    found = ids_with_hash(shards, seed, twice)
+    if found:
+        name, n = max(found.items(), key=lambda kv: kv[1])
+        return (f"{shards[0].parent}: the id {name!r} is not unique ({n} documents have it): "
+                f"val would take {chosen} documents instead of {k}; 5.7 splits by id, "
+                "so ids must be unique")
     return f"{shards[0].parent}: ids are not unique; 5.7 splits by id"
 
 

@@ -232,6 +232,19 @@ def id_hashes(ids: list, seed: int) -> np.ndarray:
                        dtype=np.uint64, count=len(ids))
 
 
+def ids_with_hash(shards: list[Path], seed: int, h: int) -> dict[str, int]:
+    """The ids whose id_hashes(., seed) is `h`, each with how many documents have it:
+    a hash says that ids repeat, and this names them, by the ids themselves (one pass
+    over the id column, in batches)."""
+    found: dict[str, int] = {}
+    for s in shards:
+        for batch in iter_batches(s, columns=[ID], batch_rows=65536):
+            ids = batch.column(0).to_pylist()
+            for i in np.flatnonzero(id_hashes(ids, seed) == np.uint64(h)):
+                found[str(ids[i])] = found.get(str(ids[i]), 0) + 1
+    return found
+
+
 def link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     """Put the file src at dst atomically: a hard link (no bytes copied) where the file
     system allows one, else a copy."""

@@ -333,17 +333,13 @@ def repeated_ids(hash_files: list[Path], shards: list[Path]) -> tuple[int, str |
     documents have it); (0, None, 0) when every id is unique."""
     import numpy as np
 
-    from .shards import id_hashes, read_table
+    from .shards import ids_with_hash
 
     h = np.concatenate([np.load(f) for f in hash_files]) if hash_files else np.empty(0, np.uint64)
     values, counts = np.unique(h, return_counts=True)
     if len(values) == len(h):
         return 0, None, 0
-    top = values[np.argmax(counts)]
-    found: dict[str, int] = {}
-    for s in shards:   # the id itself, and its count by the ids (not only by their hashes)
-        ids = read_table(s, columns=["id"]).column("id").to_pylist()
-        for i in np.flatnonzero(id_hashes(ids, ID_HASH_SEED) == top):
-            found[str(ids[i])] = found.get(str(ids[i]), 0) + 1
+    # the id itself, and its count by the ids (not only by their hashes)
+    found = ids_with_hash(shards, ID_HASH_SEED, int(values[np.argmax(counts)]))
     name, n = max(found.items(), key=lambda kv: kv[1])
     return int(counts[counts > 1].sum()), name, n
