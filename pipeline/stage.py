@@ -341,7 +341,14 @@ class Stage:
             print(f"resuming in {staged.staging}", file=sys.stderr)
         if run.units:
             print(f"{self.name}: {describe(run.units)}", file=sys.stderr)
-        out = self.run_fn(run)
+        try:
+            out = self.run_fn(run)
+        except StageError as e:   # say where the finished tasks wait, and for what
+            if not staged.staging.exists():
+                raise
+            raise StageError(f"{e} (the work done so far is kept in {staged.staging}: a "
+                             "rerun with the same input and settings resumes from it, any "
+                             f"other run into {args.output} replaces it)") from None
         staged.commit(files=out.files, counts=out.counts, extra=out.extra,
                       report_dir=out.report_dir)
         if self.after_commit:

@@ -221,6 +221,10 @@ def test_a_bad_rule_is_one_line_and_the_output_stays(raw, tmp_path, case):
     line = _one_line(clean(raw, out, "--rules", f"tutorial,{f}", check=False))
     assert says in line, line
     assert data_files(out) == before
+    # a measure that fails mid-run (not a declaration refused before any work) says
+    # where the finished tasks wait
+    staging = tmp_path / ".cleaned.partial"
+    assert (f"kept in {staging}" in line) == (case in ("one short", "strings", "NaN", "raises"))
 
 
 @pytest.mark.parametrize("flags, says", [
