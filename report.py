@@ -263,6 +263,13 @@ def tool_state(data: Path, step: Step, upstream: list[State]) -> State:
         return State(step, "unreadable", f"{display_path(path)}: not a report; "
                                          f"rerun {step.script}")
     st = State(step, "ok", data=d, mtime=path.stat().st_mtime)
+    behind = next((u for u in upstream if u.state in ("stale", "unreadable")), None)
+    if behind is not None:   # it read outputs that no longer follow from their inputs
+        st.state = "stale"
+        st.message = (f"{step.path} was made from {behind.step.path}, which is "
+                      f"{behind.state}; rerun {behind.step.script}, the steps below it "
+                      f"and {step.script}")
+        return st
     seen = tool_fingerprints(d)
     if seen is not None:   # the report names the outputs it read: compare fingerprints
         now = {str(Path(u.step.path)): (u.data or {}).get("output_fingerprint") for u in upstream}

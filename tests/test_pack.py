@@ -477,7 +477,7 @@ def test_bad_input_is_one_line_and_keeps_previous_output(packed, tok_path, tmp_p
     before = (packed / "train.bin").read_bytes()
     cp = pack(tmp_path / "nope", packed, tok_path, check=False)
     assert cp.returncode == 2 and "does not exist" in cp.stderr and "Traceback" not in cp.stderr
-    cp = pack(packed, packed, tmp_path / "missing.json", check=False)
+    cp = pack(packed, tmp_path / "out", tmp_path / "missing.json", check=False)
     assert cp.returncode == 2 and "train_tokenizer.py" in cp.stderr
     cp = run_script("pack_parallel.py", "--val-ratio", "1.5", check=False)
     assert cp.returncode == 2 and "--val-ratio" in cp.stderr

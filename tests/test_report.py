@@ -230,6 +230,20 @@ def test_rerun_upstream_marks_the_stages_below_stale(pipeline_layout, tmp_path):
         assert "unreadable manifest" in Page(html).all_text
 
 
+def test_a_tool_that_read_a_stale_stage_is_stale(full_run, tmp_path):
+    """verify.py's checklist is about outputs that no longer follow from their inputs
+    once a stage above it is stale, though the files it read are unchanged."""
+    d = tmp_path / "data"
+    shutil.copytree(full_run[0], d, symlinks=True)
+    shard = sorted((d / "dedup").glob("*.parquet"))[0]
+    shard.write_bytes(shard.read_bytes() + b"x")     # changed after its manifest was written
+    html, out = make_report(d)
+    page = Page(html)
+    assert page.stages["dedup_minhash"] == "stale" and page.stages["verify"] == "stale"
+    assert "verify_report.json was made from dedup/manifest.json, which is stale" in page.all_text
+    assert page.stages["clean"] == page.stages["dedup_exact"] == "ok"
+
+
 # --- hostile text ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("render", [
