@@ -40,7 +40,7 @@ from pipeline.shards import open_shard
 from pipeline.sources import (BAD_RECORDS_IN_MANIFEST, Meter, Skips, common_metadata,
                               repeated_ids, save_id_hashes,
                               expand_inputs, read_sources, write_shards)
-from pipeline.stage import Output, Run, Stage
+from pipeline.stage import Output, Run, Stage, check_not_nested
 from pipeline.tables import human_bytes, table
 
 
@@ -234,7 +234,20 @@ def flags(p, argv) -> None:
 
 
 def check(args) -> None:
+    if args.input is not None and not args.input.strip():
+        raise StageError(f"--input {args.input!r}: an empty path (leave --input out for the "
+                         "bundled sample)")
     args.dataset = args.dataset or (None if args.input else "sample")
+    if args.input:
+        # the file or folder read (for a glob, the folder its pattern starts in): an
+        # output in it would be read by the next run, and an input in the output deleted
+        head = args.input[:min((args.input.find(c) % (len(args.input) + 1) for c in "*?["))]
+        if head == args.input:
+            base = Path(head)
+        else:
+            base = Path(head) if head.endswith(("/", os.sep)) else Path(head or ".").parent
+        check_not_nested(base, Path(args.output), files_into=False,
+                         why_inside="the next run would read this run's output as input")
     if args.shard_rows is None:
         args.shard_rows = 400 if args.dataset == "sample" else 100_000
     if args.shard_rows <= 0 or args.shard_bytes <= 0:

@@ -33,13 +33,16 @@ from .orphans import watch_process
 from .units import DEFAULT_TASK_MB
 
 
-def add_executor_args(p: argparse.ArgumentParser) -> None:
+def add_executor_args(p: argparse.ArgumentParser, task_mb: bool = True) -> None:
+    """The executor's flags; task_mb=False for a stage whose tasks are not cut by size
+    (download_data.py: one task per group of input files), which then has no --task-mb."""
     g = p.add_argument_group("execution")
     g.add_argument("--workers", type=int, default=default_workers(),
                    help="tasks run at once (default: all cores); never changes the output")
-    g.add_argument("--task-mb", type=float, default=DEFAULT_TASK_MB,
-                   help=f"text per task, in MB (default {DEFAULT_TASK_MB:g}): the input is cut "
-                        "into tasks of at most this size, whatever --workers is")
+    if task_mb:
+        g.add_argument("--task-mb", type=float, default=DEFAULT_TASK_MB,
+                       help=f"text per task, in MB (default {DEFAULT_TASK_MB:g}): the input is "
+                            "cut into tasks of at most this size, whatever --workers is")
     g.add_argument("--executor", choices=["local", "ray", "slurm"], default="local",
                    help="datatrove executor (default: local)")
     g.add_argument("--ray-address", default=os.environ.get("RAY_ADDRESS"),

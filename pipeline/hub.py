@@ -30,11 +30,15 @@ def hub_endpoint() -> str | None:
 
 def list_hub_files(ds: HubDataset) -> tuple[str, list[str]]:
     """The commit ds.revision points to now, and the files of that commit to fetch."""
-    from huggingface_hub import HfApi
-
-    api = HfApi(endpoint=hub_endpoint())
     try:
-        commit = api.dataset_info(ds.repo, revision=ds.revision).sha
+        from huggingface_hub import HfApi, constants   # reads HF_ENDPOINT on import
+
+        api = HfApi(endpoint=hub_endpoint())
+        # a timeout (the hub's own for metadata, HF_HUB_ETAG_TIMEOUT, 10 s): an endpoint
+        # that takes the connection and never answers would otherwise hold the run
+        # forever (the hub client waits without one)
+        commit = api.dataset_info(ds.repo, revision=ds.revision,
+                                  timeout=constants.HF_HUB_ETAG_TIMEOUT).sha
         files = api.list_repo_files(ds.repo, repo_type="dataset", revision=commit)
     except Exception as e:  # network errors come in many types
         where = hub_endpoint() or "huggingface.co"

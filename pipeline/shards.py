@@ -56,6 +56,10 @@ def open_shard(path: str | os.PathLike, require=(ID, TEXT), stream: bool = False
     except (pa.ArrowException, OSError) as e:
         raise StageError(f"{path}: not a readable parquet file ({_first_line(e)})") from None
     names = pf.schema_arrow.names
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise StageError(f"{path}: the column name {twice[0]!r} is used twice "
+                         f"(columns: {', '.join(names)})")
     for col in require:
         if col not in names:
             raise StageError(f"{path}: no '{col}' column (columns: {', '.join(names)})")

@@ -122,14 +122,26 @@ def read_parquet(path: Path, source: str, skips: Skips, keep: list[str],
         for batch in pf.iter_batches(batch_size=BATCH_ROWS):
             t = pa.Table.from_batches([batch])
             n = t.num_rows
-            ids = (pc.cast(t.column("id"), pa.string()) if has_id
-                   else strings([f"{source}#{i}" for i in range(row, row + n)]))
+            ids = pc.cast(t.column("id"), pa.string()) if has_id else None
+            if ids is None or ids.null_count:   # no id, or none for some rows: file#row
+                made = strings([f"{source}#{i}" for i in range(row, row + n)])
+                ids = made if ids is None else pc.if_else(pc.is_valid(ids), ids, made)
             out = pa.table({"id": ids, "text": t.column("text"),
                             "source": strings([source] * n),
                             **{k: t.column(k) for k in keep}})
-            bad = invalid_utf8_rows(out.column("text"))
-            for i in bad:
-                skips.bad(path, f"row {row + i}", "invalid UTF-8")
+            # Arrow does not check UTF-8 on read: every string column is checked, the
+            # text, the id and the metadata carried to data/raw/
+            bad = {}
+            for name in out.column_names:
+                if pa.types.is_string(out.schema.field(name).type) or \
+                        pa.types.is_large_string(out.schema.field(name).type):
+                    for i in invalid_utf8_rows(out.column(name)):
+                        bad.setdefault(i, name)
+            bad = sorted(bad.items())
+            for i, name in bad:
+                skips.bad(path, f"row {row + i}", "invalid UTF-8" + (
+                    "" if name == "text" else f" in column '{name}'"))
+            bad = [i for i, _ in bad]
             if len(bad):
                 mask = np.ones(n, bool)
                 mask[bad] = False
@@ -186,7 +198,15 @@ def read_jsonl(path: Path, source: str, skips: Skips, text_field: str = "text",
                 except json.JSONDecodeError as e:
                     skips.bad(path, f"line {lineno}", f"invalid JSON ({e.msg})")
                     continue
-                if not isinstance(rec, dict) or text_field not in rec:
+                except (ValueError, RecursionError) as e:   # an integer of 5,000 digits,
+                    # arrays nested 100,000 deep: JSON, but not what Python loads
+                    skips.bad(path, f"line {lineno}", f"JSON that cannot be loaded "
+                                                      f"({type(e).__name__}: {str(e)[:80]})")
+                    continue
+                if not isinstance(rec, dict):
+                    skips.bad(path, f"line {lineno}", f"not a JSON object (a {type(rec).__name__})")
+                    continue
+                if text_field not in rec:
                     skips.bad(path, f"line {lineno}", f"no '{text_field}' field")
                     continue
                 text = rec[text_field]
@@ -197,7 +217,14 @@ def read_jsonl(path: Path, source: str, skips: Skips, text_field: str = "text",
                     skips.bad(path, f"line {lineno}", f"non-string text ({type(text).__name__})")
                     continue
                 rid = rec.get("id")
-                ids.append(str(rid) if rid is not None else f"{source}#{lineno}")
+                rid = str(rid) if rid is not None else f"{source}#{lineno}"
+                if "\\u" in line and not _encodable(text, rid):
+                    # an escape of a lone surrogate ("\ud800") is valid JSON, but no
+                    # UTF-8 text: the only way a line that decoded can hold one
+                    skips.bad(path, f"line {lineno}", "a lone surrogate escape (\\ud800-"
+                                                      "\\udfff): not Unicode text")
+                    continue
+                ids.append(rid)
                 texts.append(text)
                 if len(texts) >= BATCH_ROWS:
                     if meter:
@@ -208,6 +235,15 @@ def read_jsonl(path: Path, source: str, skips: Skips, text_field: str = "text",
         raise StageError(f"{path}: cannot read ({e})") from None
     if texts:
         yield _table(ids, texts, source)
+
+
+def _encodable(*values: str) -> bool:
+    try:
+        for v in values:
+            v.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def read_txt(path: Path, source: str, skips: Skips, delimiter: str | None) -> Iterator[pa.Table]:

@@ -128,7 +128,9 @@ class Run:
         return load_task_results(self.staging, phase, len(self.units) if tasks is None else tasks)
 
 
-def check_not_nested(inp: Path, out: Path, files_into: bool) -> None:
+def check_not_nested(inp: Path, out: Path, files_into: bool,
+                     why_inside: str = "rerunning the stage that wrote the input would "
+                                       "delete it") -> None:
     """Refuse an --output that is, or lies inside, the --input folder: the stage that
     wrote the input replaces its folder whole when it runs again, and would delete this
     output with it. A stage that replaces its own output folder (all but pack's, which
@@ -138,9 +140,8 @@ def check_not_nested(inp: Path, out: Path, files_into: bool) -> None:
     if i == o and not files_into:
         raise StageError(f"--output {out} is the input folder; choose another")
     if o == i or i in o.parents:
-        raise StageError(f"--output {out} is inside the input folder {inp}: rerunning the "
-                         "stage that wrote the input would delete it; choose a folder "
-                         "outside")
+        raise StageError(f"--output {out} is inside the input folder {inp}: {why_inside}; "
+                         "choose a folder outside")
     if o in i.parents and not files_into:
         raise StageError(f"--input {inp} is inside --output {out}, which this run replaces "
                          "whole; choose an --output outside it")
@@ -214,7 +215,7 @@ class Stage:
                 self.flags_fn(p, argv)
             if self.reuse_current:
                 add_force_arg(p)
-            add_executor_args(p)
+            add_executor_args(p, task_mb=self.plans_units)
         except argparse.ArgumentError as e:   # a flag declared twice (a user's rule, say)
             raise StageError(f"{self.script}: {e} (a flag declared twice: a rule's flag "
                              "that is one of the stage's own?)") from None
@@ -228,6 +229,11 @@ class Stage:
             check_not_nested(Path(args.input), Path(args.output), self.files_into)
         if Path(args.output).exists() and not Path(args.output).is_dir():
             raise StageError(f"--output {args.output}: is a file; a stage writes a folder "
+                             "(choose another --output)")
+        under = next((d for d in Path(args.output).absolute().parents
+                      if d.exists() and not d.is_dir()), None)
+        if under is not None:
+            raise StageError(f"--output {args.output}: {under} is a file, not a folder "
                              "(choose another --output)")
         if self.check_fn:
             self.check_fn(args)

@@ -137,6 +137,23 @@ def test_unreachable_hub_is_one_line(tmp_path):
     assert "cannot list roneneldan/TinyStories on http://127.0.0.1:9" in cp.stderr
     assert "Traceback" not in cp.stderr
     assert not (tmp_path / "raw").exists()
+    # an endpoint that takes the connection and never answers, and one that is no URL
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        cp = run_script("download_data.py", "--dataset", "tinystories", "--output",
+                        tmp_path / "raw", check=False, timeout=120,
+                        env={"HF_ENDPOINT": f"http://127.0.0.1:{silent.getsockname()[1]}",
+                             "HF_HUB_ETAG_TIMEOUT": "1"})
+    finally:
+        silent.close()
+    assert cp.returncode == 2 and "timed out" in cp.stderr and "Traceback" not in cp.stderr
+    cp = run_script("download_data.py", "--dataset", "tinystories", "--output", tmp_path / "raw",
+                    env={"HF_ENDPOINT": "http://[::1"}, check=False, timeout=120)
+    assert cp.returncode == 2 and "cannot list" in cp.stderr and "Traceback" not in cp.stderr
 
 
 def _parquet_bytes(texts: list[str]) -> bytes:
@@ -428,10 +445,63 @@ def test_repeated_ids_are_counted_and_named(tmp_path):
     pq.write_table(pa.table({"id": ["x", "y", "x", "z"], "text": ["one", "two", "three", "four"]}), a)
     pq.write_table(pa.table({"id": ["x", "w"], "text": ["five", "six"]}), b)
     cp = run_script("download_data.py", "--input", tmp_path / "src", "--output",
-                    tmp_path / "raw", "--workers", "2", "--task-mb", "0.000001")
+                    tmp_path / "raw", "--workers", "2", "--shard-bytes", "16")
     assert read_manifest(tmp_path / "raw" / "manifest.json")["counts"]["repeated_ids"] == 3
     assert ("WARNING: 3 documents share their id with another (the id 'x' 3 times)"
             in cp.stderr)
     cp = run_script("download_data.py", "--input", SAMPLE, "--output", tmp_path / "sample")
     assert "repeated_ids" not in read_manifest(tmp_path / "sample" / "manifest.json")["counts"]
     assert "share their id" not in cp.stderr
+
+
+def test_json_python_cannot_load_and_bad_ids_are_bad_records(tmp_path):
+    """Lines that are JSON but not loadable text (a lone surrogate escape, an integer of
+    5,000 digits, arrays nested 100,000 deep, a record that is not an object) and parquet
+    rows whose id or metadata is not UTF-8 are bad records like any other: counted and
+    skipped, or one line naming file and place. A null id in parquet gets the file#row
+    id a record without one gets."""
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.jsonl").write_text(
+        '{"text": "kept one"}\n'
+        '{"text": "a\\ud800b"}\n'                                      # line 2
+        '{"text": "x", "id": "\\udfff"}\n'                             # line 3
+        '{"text": "x", "n": ' + "9" * 5000 + '}\n'                     # line 4
+        + "[" * 100000 + "]" * 100000 + "\n"                          # line 5
+        '["text", "a list"]\n'                                        # line 6
+        '{"text": "kept \\u00e9 two"}\n', encoding="utf-8")
+    bad = pa.array([b"ok", b"a\xff", b"ok2"], pa.binary()).view(pa.string())
+    pq.write_table(pa.table({"id": ["p0", None, "p2"], "text": ["t0", "t1", "t2"],
+                             "meta": ["m0", "m1", "m2"]}), d / "b.parquet")
+    pq.write_table(pa.table({"id": bad, "text": ["u0", "u1", "u2"]}), d / "c.parquet")
+    pq.write_table(pa.table({"id": ["v0", "v1", "v2"], "text": ["v0", "v1", "v2"],
+                             "meta": bad}), d / "e.parquet")
+    cp = run_script("download_data.py", "--input", d / "a.jsonl", "--output", tmp_path / "o",
+                    check=False)
+    assert cp.returncode == 2 and "a.jsonl:2" in cp.stderr and "surrogate" in cp.stderr
+    assert "Traceback" not in cp.stderr and not (tmp_path / "o").exists()
+    for name, where in (("c.parquet", "c.parquet:1"), ("e.parquet", "e.parquet:1")):
+        cp = run_script("download_data.py", "--input", d / name, "--output", tmp_path / "o",
+                        check=False)
+        assert cp.returncode == 2 and where in cp.stderr and "invalid UTF-8 in column" in cp.stderr
+    out = tmp_path / "raw"
+    run_script("download_data.py", "--input", d / "a.jsonl", "--output", out,
+               "--on-bad-record", "skip")
+    m = read_manifest(out / "manifest.json")
+    got = [(r["where"], r["reason"].split(" (")[0]) for r in m["bad_records"]]
+    assert got == [("line 2", "a lone surrogate escape"), ("line 3", "a lone surrogate escape"),
+                   ("line 4", "JSON that cannot be loaded"), ("line 5", "JSON that cannot be loaded"),
+                   ("line 6", "not a JSON object")]
+    texts = [t for s in list_shards(out) for t in pq.read_table(s).column("text").to_pylist()]
+    assert texts == ["kept one", "kept \u00e9 two"]
+    out = tmp_path / "raw_b"
+    run_script("download_data.py", "--input", d / "b.parquet", "--output", out)
+    t = pq.read_table(list_shards(out)[0])
+    assert t.column("id").to_pylist() == ["p0", "b.parquet#1", "p2"]
+    assert t.column("meta").to_pylist() == ["m0", "m1", "m2"]
+    pq.write_table(pa.Table.from_arrays([pa.array(["a"]), pa.array(["b"])],
+                                        names=["text", "text"]), d / "two.parquet")
+    cp = run_script("download_data.py", "--input", d / "two.parquet", "--output",
+                    tmp_path / "o", check=False)
+    assert cp.returncode == 2 and "the column name 'text' is used twice" in cp.stderr
+    assert "Traceback" not in cp.stderr

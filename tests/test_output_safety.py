@@ -327,3 +327,21 @@ def test_an_output_nested_with_its_input_is_refused(sample_layout, tmp_path):
                     "--tokenizer", tok, check=False)
     assert "is inside the input folder" in _one_error_line(cp)
     assert snapshot(d / "raw") == raw_before and sorted(os.listdir(d)) == ["raw"]
+    # download_data reads the user's files: an output among them would be read by the
+    # next run (each rerun took in its own output again: 10, 20, 30 documents)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.jsonl").write_text('{"text": "one document"}\n')
+    for spec in (src, f"{src}/*.jsonl", f"{tmp_path}/sr*/a.jsonl"):
+        cp = run_script("download_data.py", "--input", spec, "--output", src / "raw", check=False)
+        assert "the next run would read this run's output as input" in _one_error_line(cp)
+    cp = run_script("download_data.py", "--input", src / "a.jsonl", "--output", tmp_path,
+                    check=False)
+    assert f"--input {src / 'a.jsonl'} is inside --output {tmp_path}" in _one_error_line(cp)
+    cp = run_script("download_data.py", "--input", "", "--output", tmp_path / "x", check=False)
+    assert "an empty path" in _one_error_line(cp)
+    # a file where a folder above the output goes
+    cp = run_script("download_data.py", "--input", src / "a.jsonl", "--output",
+                    src / "a.jsonl" / "raw", check=False)
+    assert f"{src / 'a.jsonl'} is a file, not a folder" in _one_error_line(cp)
+    assert sorted(os.listdir(src)) == ["a.jsonl"]
