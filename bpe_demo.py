@@ -37,14 +37,19 @@ Corpus = list[tuple[list[str], int]]  # (symbols of a word, its count), in corpu
 def parse_corpus(spec: str) -> list[tuple[str, int]]:
     """'low:5 lower:2' (spaces, commas or newlines between entries), or a file of them."""
     p = Path(spec)
+    if ":" not in spec and not p.exists():
+        raise StageError(f"--corpus {spec}: no such file (or give word:count entries)")
     if "\n" not in spec and p.is_file():
-        spec = p.read_text(encoding="utf-8")
+        try:
+            spec = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise StageError(f"--corpus {p}: not UTF-8 text (byte {e.start})") from None
     words: list[tuple[str, int]] = []
     for item in re.split(r"[\s,]+", spec.strip()):
         if not item:
             continue
         word, sep, count = item.rpartition(":")
-        if not sep or not word or not count.isdigit() or int(count) <= 0:
+        if not sep or not word or not count.isascii() or not count.isdigit() or int(count) <= 0:
             raise StageError(f"--corpus: bad entry {item!r} (expected word:count, count > 0)")
         words.append((word, int(count)))
     if not words:

@@ -41,6 +41,7 @@ from typing import Callable
 import pyarrow as pa
 
 from pipeline import layout
+from pipeline.disk import check_out_path
 from pipeline.errors import StageError, run_stage
 from pipeline.tables import markdown_table, save_report, table
 from pipeline.shards import open_shard
@@ -289,6 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     tok_file = tok_path / "tokenizer.json" if tok_path.is_dir() else tok_path
     heldout = Path(args.heldout) if args.heldout else folder / "report" / "heldout.parquet"
     out = Path(args.output) if args.output else folder / "report"
+    if not tok_file.is_file():   # before the held-out file, which is looked for beside it
+        raise StageError(f"--tokenizer {args.tokenizer}: {tok_file} not found; run "
+                         "train_tokenizer.py first, or name a tokenizer.json")
+    check_out_path("--output", out, folder=True)
 
     texts = read_heldout(heldout)
     results = measure(candidates(tok_file), texts)

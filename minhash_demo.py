@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline import layout
+from pipeline.disk import check_out_path
 from pipeline.errors import StageError, run_stage
 from pipeline.tables import table
 from algorithms.minhash import MinHasher, band_hashes, candidate_probability, similarity
@@ -170,9 +171,12 @@ def main(argv: list[str] | None = None) -> int:
         raise StageError(f"--trials {args.trials}: must be at least 1")
     if not 0 < args.threshold <= 1:
         raise StageError(f"--threshold {args.threshold}: must be in (0, 1]")
+    if args.seed < 0:
+        raise StageError(f"--seed {args.seed}: must be >= 0")
     out = Path(args.out)
     if out.suffix.lower() != ".png":
         raise StageError(f"--out {out}: the figure is a PNG, name it *.png")
+    check_out_path("--out", out, folder=False)
 
     print("Section 3.4: MinHash estimates of Jaccard (5-character shingles)")
     print(f"  A = {A}\n  B = {B}\n  C = {C}")

@@ -16,6 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from .errors import StageError
 from .manifest import display_path
 from .tables import human_bytes
 
@@ -36,6 +37,18 @@ IN_THE_WAY = {
 
 # the run under way in this process: what it writes, where, and how much it needs
 _RUN: dict = {}
+
+
+def check_out_path(flag: str, path: str | os.PathLike, folder: bool) -> None:
+    """A path a tool writes (a folder, or a file when folder is False), checked before
+    any work: one line when a file stands where a folder goes, above it or at it."""
+    path = Path(path)
+    under = next((d for d in path.absolute().parents if d.exists() and not d.is_dir()), None)
+    if under is not None:
+        raise StageError(f"{flag} {path}: {under} is a file, not a folder")
+    if path.exists() and path.is_dir() != folder:
+        raise StageError(f"{flag} {path}: is a {'file' if folder else 'folder'}; "
+                         f"name a {'folder' if folder else 'file'}")
 
 
 def free_bytes(folder: str | os.PathLike) -> int:

@@ -81,8 +81,12 @@ def test_corpus_from_file(tmp_path):
     assert run_script("bpe_demo.py", "--corpus", f).stdout.splitlines() == EXPECTED
 
 
-@pytest.mark.parametrize("args", [["--corpus", "low"], ["--corpus", "low:0"], ["--merges", "0"]])
-def test_bad_arguments_give_one_line_errors(args):
-    cp = run_script("bpe_demo.py", *args, check=False)
-    assert cp.returncode == 2
-    assert cp.stderr.startswith("error: ") and "Traceback" not in cp.stderr
+@pytest.mark.parametrize("args, says", [
+    (["--corpus", "low"], "no such file"), (["--corpus", "low:0"], "bad entry 'low:0'"),
+    (["--merges", "0"], "--merges"), (["--corpus", "low:\u00b2"], "bad entry"),
+    (["--corpus", "latin1.txt"], "not UTF-8 text (byte 6)")])
+def test_bad_arguments_give_one_line_errors(args, says, tmp_path):
+    (tmp_path / "latin1.txt").write_bytes(b"low:5 \xff\xfe:3\n")
+    cp = run_script("bpe_demo.py", *args, check=False, cwd=tmp_path)
+    assert cp.returncode == 2 and len(cp.stderr.splitlines()) == 1
+    assert cp.stderr.startswith("error: ") and says in cp.stderr, cp.stderr

@@ -70,3 +70,13 @@ def test_errors_are_one_line(tmp_path):
     cp = run_script("compare_tokenizers.py", "--tokenizer", tmp_path, "--heldout",
                     tmp_path / "none.parquet", check=False)
     assert cp.returncode == 2 and cp.stderr.startswith("error: ") and "Traceback" not in cp.stderr
+    # a missing tokenizer is named as such (not as its missing held-out file)
+    cp = run_script("compare_tokenizers.py", "--tokenizer", tmp_path / "nope", check=False)
+    assert cp.returncode == 2 and f"{tmp_path / 'nope'} not found" in cp.stderr
+    tok = tmp_path / "tokenizer.json"
+    tok.write_text("{}")
+    (tmp_path / "afile").write_text("x")
+    cp = run_script("compare_tokenizers.py", "--tokenizer", tok, "--output", tmp_path / "afile",
+                    check=False)
+    assert cp.returncode == 2 and "is a file; name a folder" in cp.stderr
+    assert "Traceback" not in cp.stderr

@@ -91,3 +91,9 @@ def test_png_saved_and_bad_flags(demo_run, tmp_path):
     assert bad.returncode == 2 and "--trials" in bad.stderr and "Traceback" not in bad.stderr
     bad = run_script("minhash_demo.py", "--out", tmp_path / "x.jpg", check=False)
     assert bad.returncode == 2 and "PNG" in bad.stderr
+    bad = run_script("minhash_demo.py", "--out", tmp_path / "x.png", "--seed", "-1", check=False)
+    assert bad.returncode == 2 and bad.stderr == "error: --seed -1: must be >= 0\n"
+    (tmp_path / "f").write_text("a file")
+    bad = run_script("minhash_demo.py", "--out", tmp_path / "f" / "x.png", check=False)
+    assert bad.returncode == 2 and f"{tmp_path / 'f'} is a file, not a folder" in bad.stderr
+    assert len(bad.stderr.splitlines()) == 1
