@@ -332,7 +332,7 @@ class Inputs:
             return None
         try:
             d = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, RecursionError) as e:
             self.problems.append(f"{rel}: unreadable ({e})")
             return None
         self.read[rel] = p.stat().st_size
@@ -344,16 +344,20 @@ class Inputs:
         out: list[dict] = []
         if not p.exists():
             return out
-        with open(p, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(rec, dict):
-                    out.append(rec)
-                if len(out) >= n:
-                    break
+        try:
+            with open(p, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    try:
+                        rec = json.loads(line)
+                    except (ValueError, RecursionError):
+                        continue
+                    if isinstance(rec, dict):
+                        out.append(rec)
+                    if len(out) >= n:
+                        break
+        except OSError as e:   # a folder where the file goes, no permission
+            self.problems.append(f"{rel}: unreadable ({e})")
+            return []
         self.read[rel] = p.stat().st_size
         return out
 
@@ -458,9 +462,13 @@ def near_threshold(edges, counts, threshold: float, removes: str, log: bool) -> 
     e = np.asarray(edges, dtype=float)
     c = np.asarray(counts, dtype=float)
     lo_e, hi_e = e[:-1], e[1:]
-    below, above = hi_e <= threshold, lo_e >= threshold
+    # edges and thresholds are decimals stored as floats (0.8 - 0.1 is 0.7000000000000001):
+    # compared with a tolerance, or an edge equal to the window's end falls out of it
+    tol = 1e-9 * max(1.0, abs(threshold))
+    below, above = hi_e <= threshold + tol, lo_e >= threshold - tol
     lo, hi = (threshold / 2, threshold * 2) if log else (threshold - 0.1, threshold + 0.1)
-    near = (lo_e >= lo) & (hi_e <= hi)
+    lo, hi = round(lo, 12), round(hi, 12)
+    near = (lo_e >= lo - tol) & (hi_e <= hi + tol)
     rem, kept = (below, above) if removes == "below" else (above, below)
     return {"total": int(c.sum()), "removed_side": int(c[rem].sum()),
             "kept_side": int(c[kept].sum()), "straddling": int(c[~below & ~above].sum()),
@@ -901,9 +909,14 @@ def rule_block(run: Run, rule: dict, stats: dict, config: dict, docs_in: int) ->
             k = near_threshold(hist["bins"], by["kept"], t, removes, log) if by.get("kept") else None
             lo, hi = n["window"]
             if k is not None:
+                other = n["total"] - n["removed_side"]
+                where = (f"all on the removed side of {t:g} (red)" if not other else
+                         f"{n['removed_side']:,} on the removed side of {t:g} (red) and "
+                         f"{other:,} not, removed on another ground than this value (for "
+                         "lang: a language not asked for)")
                 caption = note(Html(
-                    f"{n['total']:,} documents removed by {esc(name)}, all on the removed side "
-                    f"of {t:g} (red); grey: removed by another rule. Near the threshold "
+                    f"{n['total']:,} documents removed by {esc(name)}, {where}; "
+                    f"grey: removed by another rule. Near the threshold "
                     f"({lo:g} to {hi:g}): <b>{n['near_removed']:,}</b> just removed by it, "
                     f"<b>{k['near_kept']:,}</b> kept just on the other side."))
             else:
@@ -1264,18 +1277,26 @@ def section_pack(run: Run) -> Html:
 
 # -- the header and the list of inputs --------------------------------------------------
 
+def _count(v) -> int | float | None:
+    """A count read from a manifest, or None when it is not a number (edited by hand)."""
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
+
+
 def run_summary(run: Run) -> dict:
     raw, pack = run.counts("download_data"), run.counts("pack_parallel")
     ran = [s for s in STAGES if run.states[s.key].ran]
     stale = [s for s in STAGES + TOOLS if run.states[s.key].state in ("stale", "unreadable")]
     last = next((run.counts(k) for k in reversed(FUNNEL[1:]) if run.states[k].ran), {})
     ver = run.m("verify") or {}
-    items = ver.get("items") or []
+    items = ver.get("items") if isinstance(ver.get("items"), list) else []
+    items = [i for i in items if isinstance(i, dict)]
+    train, val = (pack.get(k) if isinstance(pack.get(k), dict) else {} for k in ("train", "val"))
+    docs_raw, bytes_raw = _count(raw.get("rows")), _count(raw.get("text_bytes"))
     return {"stages_run": len(ran), "stages": len(STAGES), "stale": [s.key for s in stale],
-            "docs_raw": raw.get("rows"), "bytes_raw": raw.get("text_bytes"),
-            "docs_now": last.get("docs_out"), "bytes_now": last.get("bytes_out"),
-            "tokens": pack.get("tokens"), "train_tokens": (pack.get("train") or {}).get("tokens"),
-            "val_tokens": (pack.get("val") or {}).get("tokens"),
+            "docs_raw": docs_raw if bytes_raw is not None else None, "bytes_raw": bytes_raw,
+            "docs_now": _count(last.get("docs_out")), "bytes_now": _count(last.get("bytes_out")),
+            "tokens": _count(pack.get("tokens")), "train_tokens": _count(train.get("tokens")),
+            "val_tokens": _count(val.get("tokens")),
             "passed": sum(bool(i.get("ok")) for i in items) if items else None,
             "items": len(items) if items else None,
             "dataset": ((run.m("download_data") or {}).get("config") or {}).get("dataset")}
@@ -1481,7 +1502,7 @@ def build_section(run: Run, sid: str, title: str, fn) -> Html:
     """One section; a report file in an unexpected shape spoils that section, not the page."""
     try:
         return fn(run)
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, ArithmeticError) as e:
         msg = f"{title}: could not be drawn ({type(e).__name__}: {e})"
         run.errors.append(msg)
         return section(sid, title, "error", Html(f'<div class="stale error">{esc(msg)}; '

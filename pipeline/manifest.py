@@ -63,7 +63,8 @@ def read_manifest(path: str | os.PathLike) -> dict:
     except FileNotFoundError:
         raise StageError(f"{path} is missing: its stage did not finish or the folder was not "
                          f"written by this suite; rerun {script_for_dir(path.parent)}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError, PermissionError,
+            RecursionError) as e:
         raise StageError(f"{path}: unreadable manifest ({e}); rerun {script_for_dir(path.parent)}") from None
 
 

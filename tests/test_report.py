@@ -230,6 +230,22 @@ def test_rerun_upstream_marks_the_stages_below_stale(pipeline_layout, tmp_path):
         assert "unreadable manifest" in Page(html).all_text
 
 
+def test_the_lang_caption_counts_what_the_histogram_holds(full_run):
+    """The language rule also removes confident documents in a language not asked for:
+    the caption splits its removals by side of the threshold as the histogram does."""
+    d, html, _ = full_run
+    stats = json.loads((d / "cleaned" / "report" / "clean_stats.json").read_text())
+    h = stats["histograms"]["lang_conf"]
+    t = stats["config"]["min_lang_conf"]
+    removed = h["by_outcome"]["lang"]
+    below = sum(c for hi, c in zip(h["bins"][1:], removed) if hi <= t + 1e-9)
+    other = sum(removed) - below
+    assert other > 0       # the sample has confident documents in other languages
+    text = Page(html).all_text
+    assert (f"{sum(removed):,} documents removed by lang, {below:,} on the removed side of "
+            f"{t:g} (red) and {other:,} not") in text
+
+
 def test_a_tool_that_read_a_stale_stage_is_stale(full_run, tmp_path):
     """verify.py's checklist is about outputs that no longer follow from their inputs
     once a stage above it is stale, though the files it read are unchanged."""
@@ -351,6 +367,14 @@ def test_near_threshold_counts_each_side():
     n = report.near_threshold([0, 10, 100, 200, 400, 1000], [1, 2, 3, 4, 5], 200, "below",
                               log=True)
     assert n["removed_side"] == 6 and n["near_removed"] == 3 and n["near_kept"] == 4
+    # 0.8 - 0.1 is 0.7000000000000001 in floats: the bin from 0.70 is still near 0.8
+    edges = np.linspace(0, 1, 51).tolist()
+    counts = [0] * 50
+    counts[35] = 1                                   # [0.70, 0.72)
+    counts[45] = 2                                   # [0.90, 0.92): outside the window
+    n = report.near_threshold(edges, counts, 0.8, "below", log=False)
+    assert n["near_removed"] == 1 and n["removed_side"] == 1 and n["straddling"] == 0
+    assert n["near_kept"] == 0 and n["kept_side"] == 2
 
 
 def test_stage_state_missing_names_the_command(tmp_path):
