@@ -230,6 +230,34 @@ def test_rerun_upstream_marks_the_stages_below_stale(pipeline_layout, tmp_path):
         assert "unreadable manifest" in Page(html).all_text
 
 
+def test_a_damaged_data_folder_still_gives_a_page(full_run, tmp_path):
+    """Counts edited into strings, a zero where a report divides, a folder where a report
+    or a manifest goes: the page is still drawn, the damage named on it."""
+    d = tmp_path / "data"
+    shutil.copytree(full_run[0], d, symlinks=True)
+
+    def edit(rel, fn):
+        m = json.loads((d / rel).read_text())
+        fn(m)
+        (d / rel).write_text(json.dumps(m))
+
+    edit("raw/manifest.json", lambda m: m["counts"].update(rows="2041", text_bytes="big"))
+    edit("pack_manifest.json", lambda m: m["counts"].update(tokens="many"))
+    edit("verify_report.json", lambda m: m.update(items="abc"))
+    edit("dedup/report/dedup_minhash_stats.json", lambda m: m["config"].update(bands=0))
+    lang = d / "cleaned" / "report" / "removed_lang.jsonl"
+    lang.unlink()
+    lang.mkdir()
+    html, out = make_report(d)
+    page = Page(html)
+    assert "Funnel" in page.all_text and "removed_lang.jsonl: unreadable" in page.all_text
+    (d / "dedup" / "manifest.json").unlink()
+    (d / "dedup" / "manifest.json").mkdir()
+    html, out = make_report(d)
+    assert Page(html).stages["dedup_minhash"] == "unreadable"
+    assert "unreadable manifest" in Page(html).all_text
+
+
 def test_the_lang_caption_counts_what_the_histogram_holds(full_run):
     """The language rule also removes confident documents in a language not asked for:
     the caption splits its removals by side of the threshold as the histogram does."""
