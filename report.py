@@ -170,6 +170,11 @@ def fmt(v) -> str:
     return str(v)
 
 
+def hfmt(v) -> str:
+    """fmt(v) for a place inside HTML: a value read from a report file may be any text."""
+    return esc(fmt(v))
+
+
 def share(n, total) -> str:
     return f"{100.0 * n / total:.2f}%" if total else "—"
 
@@ -884,7 +889,7 @@ def rule_block(run: Run, rule: dict, stats: dict, config: dict, docs_in: int) ->
     name = str(rule.get("rule"))
     head = (f'<h4>{esc(name)} <span class="thr">{esc(rule.get("threshold", ""))}</span> '
             f'{badge("warn", "over warn share") if rule.get("warn") else ""}</h4>'
-            f'<p class="figs">removed <b>{fmt(rule.get("removed"))}</b> '
+            f'<p class="figs">removed <b>{hfmt(rule.get("removed"))}</b> '
             f'({esc(share(rule.get("removed") or 0, docs_in))} of {docs_in:,} documents in)</p>')
     chart, caption = Html(""), Html("")
     sig = rule_signal(stats, name)
@@ -979,7 +984,7 @@ def clean_sweep(run: Run) -> Html:
                 f'({esc(value_text(e.get("value")))}), kept at {esc(e.get("kept_by"))}</div>'
                 f'{pre(e.get("text"), 240)}</div>' for e in (ch.get("examples") or [])[:3])
             out.append(Html(f'<p class="figs">{esc(param)} {esc(ch.get("from"))} → '
-                            f'{esc(ch.get("to"))}: <b>{fmt(ch.get("documents"))}</b> documents '
+                            f'{esc(ch.get("to"))}: <b>{hfmt(ch.get("documents"))}</b> documents '
                             f'change fate</p><div class="grid3">{exs}</div>'))
     return Html("".join(out))
 
@@ -1094,10 +1099,10 @@ def minhash_part(run: Run) -> Html:
             for m in members[1:1 + PAIRS_PER_CLUSTER]:
                 pairs.append(side_by_side(
                     f"kept {esc(kept.get('id'))}", kept.get("text"),
-                    f"removed {esc(m.get('id'))} · similarity {fmt(m.get('similarity'))}",
+                    f"removed {esc(m.get('id'))} · similarity {hfmt(m.get('similarity'))}",
                     m.get("text")))
             blocks.append(Html(f'<div class="cluster"><p class="figs">cluster of '
-                               f'<b>{fmt(c.get("size"))}</b> documents, kept '
+                               f'<b>{hfmt(c.get("size"))}</b> documents, kept '
                                f'{esc(c.get("kept_id"))}</p>{"".join(pairs)}</div>'))
         out.append(subsection("Largest clusters, side by side", Html("".join(blocks)),
                               "clusters"))
@@ -1115,12 +1120,12 @@ def minhash_part(run: Run) -> Html:
         for ch in sw.get("changes") or []:
             pairs = ch.get("pairs")
             body.append(Html(f'<p class="figs">threshold {esc(ch.get("from"))} → '
-                             f'{esc(ch.get("to"))}: <b>{fmt(ch.get("documents"))}</b> documents '
-                             f'change fate ({fmt(pairs)} pair{"" if pairs == 1 else "s"})</p>'))
+                             f'{esc(ch.get("to"))}: <b>{hfmt(ch.get("documents"))}</b> documents '
+                             f'change fate ({hfmt(pairs)} pair{"" if pairs == 1 else "s"})</p>'))
             for e in (ch.get("examples") or [])[:2]:
                 body.append(side_by_side(esc(e.get("id")), e.get("text"),
                                          f"{esc(e.get('other_id'))} · similarity "
-                                         f"{fmt(e.get('similarity'))}", e.get("other_text")))
+                                         f"{hfmt(e.get('similarity'))}", e.get("other_text")))
         out.append(subsection("Threshold sweep (dedup_minhash.py --sweep)", Html("".join(body)),
                               "minhash-sweep"))
     return subsection("Near duplicates (dedup_minhash.py)", Html("".join(out)), "dedup-minhash")

@@ -258,6 +258,20 @@ def test_a_damaged_data_folder_still_gives_a_page(full_run, tmp_path):
     assert "unreadable manifest" in Page(html).all_text
 
 
+def test_values_read_from_report_files_are_escaped(full_run, tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(full_run[0], d, symlinks=True)
+    f = d / "dedup" / "report" / "dedup_minhash_stats.json"
+    m = json.loads(f.read_text())
+    bad = "<img src=x onerror=alert(1)>"
+    assert m["largest_clusters"] and len(m["largest_clusters"][0]["members"]) > 1
+    m["largest_clusters"][0]["size"] = bad
+    m["largest_clusters"][0]["members"][1]["similarity"] = bad
+    f.write_text(json.dumps(m))
+    html, _ = make_report(d)
+    assert bad not in html and html.count("&lt;img src=x onerror") >= 2
+
+
 def test_the_lang_caption_counts_what_the_histogram_holds(full_run):
     """The language rule also removes confident documents in a language not asked for:
     the caption splits its removals by side of the threshold as the histogram does."""
