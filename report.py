@@ -962,19 +962,27 @@ def clean_sweep(run: Run) -> Html:
         out.append(Html('<div class="stale">This sweep was run on an earlier raw/: rerun '
                         'clean.py --sweep to refresh it.</div>'))
     base, docs_in = sw.get("base") or {}, sw.get("docs_in") or 0
+    now = ((run.m("clean") or {}).get("config") or {}) if run.states["clean"].ran else base
+    moved = [k for k in base if k in now and now[k] != base[k]]
+    if moved:   # clean ran again with other settings after the sweep
+        out.append(Html(f'<div class="stale">This sweep was run with other settings than the '
+                        f'output in place ({esc(moved[0])} {esc(base[moved[0]])} then, '
+                        f'{esc(now[moved[0]])} now): its rows are what each value would '
+                        f'remove beside those settings; rerun clean.py --sweep to refresh '
+                        f'it.</div>'))
     for s in sw.get("sweeps") or []:
         param, values = s.get("param"), s.get("values") or []
         rules = list(dict.fromkeys(k for v in values for k in (v.get("removed") or {})))
         rows, attrs = [], []
         for v in values:
-            cur = base.get(param) == v.get("value")
+            cur = not moved and base.get(param) == v.get("value")
             rows.append([Html(f"{esc(v.get('value'))}{' (this run)' if cur else ''}")]
                         + [(v.get("removed") or {}).get(r, 0) for r in rules]
                         + [v.get("docs_out"), share(v.get("docs_out") or 0, docs_in),
                            human_bytes(v.get("bytes_out") or 0)])
             attrs.append('class="current"' if cur else "")
         out.append(Html(f"<h4>sweep of {esc(param)} ({docs_in:,} documents; the other "
-                        f"thresholds as in this run)</h4>"
+                        f"thresholds as in {'the run the sweep was made beside' if moved else 'this run'})</h4>"
                         + table([param] + rules + ["kept", "kept share", "bytes kept"],
                                 rows, "", attrs)))
         for ch in s.get("changes") or []:
@@ -1108,15 +1116,29 @@ def minhash_part(run: Run) -> Html:
                               "clusters"))
     sw = run.files.json(MINHASH_SWEEP)
     if sw:
-        rows, attrs = [], []
+        rows, attrs, stale = [], [], ""
+        dep = sw.get("depends_on") if isinstance(sw.get("depends_on"), dict) else {}
+        src = (run.m("dedup_exact") or {}).get("output_fingerprint")
+        if dep.get("input_fingerprint") and src and dep["input_fingerprint"] != src:
+            stale = "on an earlier dedup_exact/ output"
+        else:
+            diff = [k for k in ("ngram", "num_perm", "seed", "bands", "rows")
+                    if k in dep and k in cfg and dep[k] != cfg[k]]
+            if diff:
+                stale = f"with {diff[0]} {dep[diff[0]]} (this run: {cfg[diff[0]]})"
+        if stale:
+            rows_note = Html(f'<div class="stale">This sweep was run {esc(stale)}: its '
+                             f'figures are not this run\'s; rerun dedup_minhash.py --sweep to '
+                             f'refresh it.</div>')
         for t in sw.get("thresholds") or []:
-            cur = t.get("threshold") == thr
+            cur = not stale and t.get("threshold") == thr
             rows.append([Html(f"{esc(t.get('threshold'))}{' (this run)' if cur else ''}"),
                          t.get("removed"), share(t.get("removed") or 0, sw.get("docs_in") or 0),
                          t.get("clusters"), t.get("rejected")])
             attrs.append('class="current"' if cur else "")
-        body = [table(["threshold", "removed", "share", "clusters", "rejected candidates"],
-                      rows, "", attrs)]
+        body = ([rows_note] if stale else []) + [
+            table(["threshold", "removed", "share", "clusters", "rejected candidates"],
+                  rows, "", attrs)]
         for ch in sw.get("changes") or []:
             pairs = ch.get("pairs")
             body.append(Html(f'<p class="figs">threshold {esc(ch.get("from"))} → '

@@ -258,6 +258,31 @@ def test_a_damaged_data_folder_still_gives_a_page(full_run, tmp_path):
     assert "unreadable manifest" in Page(html).all_text
 
 
+def test_a_sweep_from_other_settings_or_input_is_not_this_runs(pipeline_layout, tmp_path):
+    """A sweep's report outlives later runs: after clean runs again with another threshold,
+    or dedup_minhash on another input, the page says the sweep is from then and marks no
+    row "(this run)"."""
+    d = tmp_path / "data"
+    for sub in ("raw", "cleaned", "dedup_exact", "dedup"):
+        shutil.copytree(pipeline_layout / sub, d / sub)
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned",
+               "--sweep", "min_chars=100,200,600")
+    run_script("dedup_minhash.py", "--input", d / "dedup_exact", "--output", d / "dedup",
+               "--sweep", "threshold=0.7,0.8,0.9")
+    html, _ = make_report(d)
+    assert html.count("(this run)") == 2 and "This sweep was run" not in html
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--min-chars", "600")
+    run_script("dedup_exact.py", "--input", d / "cleaned", "--output", d / "dedup_exact")
+    run_script("dedup_minhash.py", "--input", d / "dedup_exact", "--output", d / "dedup",
+               "--threshold", "0.9")
+    html, _ = make_report(d)
+    text = Page(html).all_text
+    assert "(this run)" not in html
+    assert "This sweep was run with other settings than the output in place (min_chars 200 " \
+           "then, 600 now)" in text
+    assert "This sweep was run on an earlier dedup_exact/ output" in text
+
+
 def test_values_read_from_report_files_are_escaped(full_run, tmp_path):
     d = tmp_path / "data"
     shutil.copytree(full_run[0], d, symlinks=True)
