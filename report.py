@@ -576,15 +576,31 @@ def sizes_chart(sizes: dict, xlabel: str, title: str) -> str | None:
         return png(fig)
 
 
-def similarity_chart(edges, counts, threshold: float) -> str:
+def similarity_split(e: np.ndarray, c: np.ndarray, threshold: float, rejected: int | None):
+    """(bins below the threshold, the bin holding it, rejected, accepted): the stage's own
+    count of rejected pairs where it has one (a threshold inside a bin splits that bin),
+    else the pairs in the bins below the threshold."""
+    left = e[1:] <= threshold + 1e-9
+    inside = (e[:-1] < threshold - 1e-9) & ~left
+    if rejected is None:
+        rejected = int(c[left].sum())
+    return left, inside, rejected, int(c.sum()) - rejected
+
+
+def similarity_chart(edges, counts, threshold: float, rejected: int | None = None) -> str:
+    """The candidates' similarities; rejected: how many the stage rejected (its own count,
+    exact where the threshold falls inside a bin; else the bins below it are counted)."""
     e, c = np.asarray(edges, dtype=float), np.asarray(counts, dtype=float)
+    left, inside, rejected, accepted = similarity_split(e, c, threshold, rejected)
     with rc_context(RC):
         fig, ax = new_figure(figsize=(5.6, 2.7))
-        left = e[1:] <= threshold
         ax.stairs(np.where(left, c, 0), e, fill=True, color=RED, alpha=0.7,
-                  label=f"rejected ({int(c[left].sum()):,})")
-        ax.stairs(np.where(left, 0, c), e, fill=True, color=BLUE, alpha=0.85,
-                  label=f"accepted as duplicates ({int(c[~left].sum()):,})")
+                  label=f"rejected ({rejected:,})")
+        ax.stairs(np.where(left | inside, 0, c), e, fill=True, color=BLUE, alpha=0.85,
+                  label=f"accepted as duplicates ({accepted:,})")
+        if inside.any():
+            ax.stairs(np.where(inside, c, 0), e, fill=True, color=GREY, alpha=0.7,
+                      label="the bin holding the threshold (both)")
         ax.axvline(threshold, color=RED, ls="--", lw=1.5)
         ax.text(threshold, ax.get_ylim()[1], f"threshold {threshold:g} ", color=RED,
                 ha="right", va="top", fontsize=8)
@@ -1086,7 +1102,9 @@ def minhash_part(run: Run) -> Html:
     sim = s.get("candidate_similarity") or {}
     if sim.get("counts") and sim.get("bins"):
         t = float(sim.get("threshold", thr))
-        charts.append(img(similarity_chart(sim["bins"], sim["counts"], t),
+        rej = s.get("candidates_rejected")
+        charts.append(img(similarity_chart(sim["bins"], sim["counts"], t,
+                                           rej if isinstance(rej, int) else None),
                           "histogram of candidate similarities"))
     if isinstance(bands, int) and isinstance(rows_, int) and thr is not None:
         fig, p_t, s_half = s_curve_chart(bands, rows_, float(thr))

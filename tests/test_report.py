@@ -444,6 +444,16 @@ def test_near_threshold_counts_each_side():
     assert n["near_kept"] == 0 and n["kept_side"] == 2
 
 
+def test_similarity_split_takes_the_stages_count_inside_a_bin():
+    e = np.linspace(0, 1, 51)
+    c = np.zeros(50)
+    c[40], c[41], c[45] = 3, 5, 7         # [0.80, 0.82), [0.82, 0.84), [0.90, 0.92)
+    left, inside, rej, acc = report.similarity_split(e, c, 0.83, 4)   # 1 of the 5 below 0.83
+    assert (rej, acc) == (4, 11) and inside.sum() == 1 and inside[41]
+    left, inside, rej, acc = report.similarity_split(e, c, 0.84, None)
+    assert (rej, acc) == (8, 7) and not inside.any()
+
+
 def test_stage_state_missing_names_the_command(tmp_path):
     st = report.stage_state(tmp_path, report.STAGES[2])
     assert st.state == "missing" and not st.ran
