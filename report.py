@@ -20,7 +20,7 @@ stage's state), then one section per topic:
 
 Every stage that has not run yet is marked missing, with the command that runs it, and
 every stage whose manifest check fails (pipeline.manifest.check_input: an upstream output
-was rewritten after it was built, or a file it lists changed) is marked stale, with the
+was rewritten after it was built, or a file it lists is gone or changed size) is marked stale, with the
 check's message. The page reads only the manifests and the small report files the stages
 write beside their output, never a corpus shard nor the kept signals/ or signatures/:
 every histogram is drawn from counts a stage saved, so it takes seconds on a 30 GB corpus
