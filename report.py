@@ -281,8 +281,8 @@ def tool_state(data: Path, step: Step, upstream: list[State]) -> State:
         changed = [p for p, fp in seen.items() if p in now and now[p] != fp]
         if changed:
             st.state = "stale"
-            st.message = (f"{changed[0]} was rewritten after {step.path} was made; "
-                          f"rerun {step.script}")
+            what = "is gone" if now[changed[0]] is None else f"was rewritten after {step.path} was made"
+            st.message = f"{changed[0]} {what}; rerun {step.script}"
         return st
     newer = [u for u in upstream if u.mtime and u.mtime > st.mtime]
     if newer:
@@ -798,7 +798,8 @@ def banners(run: Run, states: list[State], compact: bool = False) -> Html:
 
 
 def missing_part(run: Run, what: str, step: Step, extra: str = "") -> Html:
-    return Html(f'<div class="missing" data-step="{step.key}">{esc(what)} is missing{extra}. '
+    gone = "is unreadable" if (run.data / what).exists() else f"is missing{extra}"
+    return Html(f'<div class="missing" data-step="{step.key}">{esc(what)} {gone}. '
                 f'Run: <code>{esc(step.command(run.data))}</code></div>')
 
 
@@ -1018,7 +1019,8 @@ def section_cleaning(run: Run) -> Html:
     body = [banners(run, [st])]
     stats = run.files.json(CLEAN_STATS) if st.ran else None
     if st.ran and stats is None:
-        body.append(Html(f'<div class="missing">{esc(CLEAN_STATS)} is missing: rerun '
+        gone = "is unreadable" if (run.data / CLEAN_STATS).exists() else "is missing"
+        body.append(Html(f'<div class="missing">{esc(CLEAN_STATS)} {gone}: rerun '
                          f'<code>{esc(st.step.command(run.data))}</code></div>'))
     if stats is not None:
         config = stats.get("config") or (st.data or {}).get("config") or {}
@@ -1388,6 +1390,14 @@ def next_step(run: Run) -> Html:
     """The first thing to do: rerun the earliest stale step, or run the first missing one."""
     order = STAGES[:5] + [TOOLS[0], STAGES[5], TOOLS[1]]
     stale = next((s for s in order if run.states[s.key].state in ("stale", "unreadable")), None)
+    ran = [i for i, s in enumerate(order) if run.states[s.key].ran]
+    gone = next((s for i, s in enumerate(order[:max(ran)]) if not run.states[s.key].ran
+                 and s in STAGES), None) if ran else None
+    if gone and (stale is None or order.index(gone) < order.index(stale)):
+        return Html(f'<div class="missing next"><b>Next:</b> the output of {esc(gone.script)} '
+                    f'is gone while steps below it ran (what they wrote is still usable as '
+                    f'it is, and is shown below); to check the whole run again, run '
+                    f'<code>{esc(gone.command(run.data))}</code> and the steps below it.</div>')
     if stale:
         return Html(f'<div class="stale next"><b>Next:</b> rerun <code>'
                     f'{esc(stale.command(run.data))}</code> and the steps below it '

@@ -251,6 +251,9 @@ def test_a_damaged_data_folder_still_gives_a_page(full_run, tmp_path):
     html, out = make_report(d)
     page = Page(html)
     assert "Funnel" in page.all_text and "removed_lang.jsonl: unreadable" in page.all_text
+    (d / "cleaned" / "report" / "clean_stats.json").write_text("{not json")
+    html, out = make_report(d)
+    assert "cleaned/report/clean_stats.json is unreadable: rerun" in Page(html).all_text
     (d / "dedup" / "manifest.json").unlink()
     (d / "dedup" / "manifest.json").mkdir()
     html, out = make_report(d)
@@ -325,6 +328,15 @@ def test_a_tool_that_read_a_stale_stage_is_stale(full_run, tmp_path):
     assert page.stages["dedup_minhash"] == "stale" and page.stages["verify"] == "stale"
     assert "verify_report.json was made from dedup/manifest.json, which is stale" in page.all_text
     assert page.stages["clean"] == page.stages["dedup_exact"] == "ok"
+    # an intermediate folder deleted: what was made from it stays usable and is shown;
+    # the next step says it is gone, and verify that it read it
+    shard.write_bytes(shard.read_bytes()[:-1])
+    shutil.rmtree(d / "cleaned")
+    html, out = make_report(d)
+    page = Page(html)
+    assert page.stages["clean"] == "missing" and page.stages["dedup_exact"] == "ok"
+    assert "Next: the output of clean.py is gone while steps below it ran" in page.all_text
+    assert "cleaned/manifest.json is gone; rerun verify.py" in page.all_text
 
 
 # --- hostile text ------------------------------------------------------------------------
