@@ -7,7 +7,8 @@
 
 Whatever the source, the output is the same: data/raw/ holds many parquet shards of
 bounded size (100k rows or 256 MB, whichever comes first) with the columns `id`, `text`,
-`source` and any metadata columns the source has. Later stages parallelise by shard, so
+`source` and, when every input is parquet, the other columns all of them share with one
+type (JSON lines keep only `id` and `text`). Later stages parallelise by shard, so
 one giant file would leave all but one core idle. The conversion itself runs on the
 executor (--workers), one task per hub file or per group of local files of at least
 1/16 of --shard-bytes on disk; the shards do not depend on --workers.

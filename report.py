@@ -1309,7 +1309,7 @@ def section_pack(run: Run) -> Html:
         if win and windows_of(win):
             ws = windows_of(win)
             body.append(subsection(
-                f"Decoded windows ({min(WINDOWS, len(ws))} of {len(ws)}; ⏎ marks a newline, "
+                f"Decoded windows ({min(WINDOWS, len(ws))} of {len(ws)}; newlines as they are, "
                 f"<|endoftext|> a document boundary)",
                 Html("".join(pre(w, 800, "doc window") for w in ws[:WINDOWS])), "windows"))
         details = [(i, d) for i in items if i.get("num") != 2 for d in i.get("details") or []]

@@ -252,7 +252,7 @@ def read_txt(path: Path, source: str, skips: Skips, delimiter: str | None) -> It
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        skips.bad(path, f"byte {e.start}", "invalid UTF-8 (the whole file is skipped)")
+        skips.bad(path, f"byte {e.start}", "invalid UTF-8 (the whole file is one record)")
         return
     docs = text.split(delimiter) if delimiter else [text]
     docs = [d.strip() for d in docs]
