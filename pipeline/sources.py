@@ -31,9 +31,11 @@ BAD_RECORDS_IN_MANIFEST = 100   # the manifest names this many; report/bad_recor
 class Skips:
     """Records a reader skipped: counts by reason, and every bad record by file and place.
 
-    A null or empty text is a missing document: counted and skipped. A bad record -- a
-    line that is not valid UTF-8 or not JSON, an object without a text field, a text that
-    is not a string -- stops the run with one line naming it (--on-bad-record error, the
+    A null text is a missing document: counted and skipped. An empty text is a document
+    (clean.py's too_short rule counts it), except the empty pieces of a .txt file cut by
+    --txt-delimiter, which are counted as "empty text" and skipped. A bad record -- a line
+    that is not valid UTF-8 or not JSON, an object without a text field, a text that is
+    not a string -- stops the run with one line naming it (--on-bad-record error, the
     default), or is counted, named and skipped (--on-bad-record skip): one bad line need
     not stop a 30 GB run, and none is dropped without a trace.
     """
