@@ -1036,7 +1036,13 @@ def check_languages(args, recipe: Recipe, known: set[str]) -> None:
             raise StageError(f"{where}: {bad[0]!r} is not a language of {lid_path(args).name} "
                              "(fastText codes: en, zh, de, ...)")
 
+    def twice(langs, where: str) -> None:   # "en,en" would be another config than "en"
+        seen = [x for i, x in enumerate(langs) if x in langs[:i]]
+        if seen:
+            raise StageError(f"{where}: names {seen[0]} twice")
+
     unknown(recipe.languages, f"--languages {args.languages}")
+    twice(list(recipe.languages), f"--languages {args.languages}")
     for r in recipe.rules:
         t = recipe.threshold(r)
         if isinstance(t, dict):
@@ -1050,6 +1056,8 @@ def check_languages(args, recipe: Recipe, known: set[str]) -> None:
         name, values = parse_clean_sweep(spec, recipe)
         unknown([name.partition("@")[2]] if "@" in name else
                 [x for v in values for x in v] if name == "languages" else [], f"--sweep {spec}")
+        for v in values if name == "languages" else []:
+            twice(list(v), f"--sweep {spec}")
 
 
 def check_export_path(args) -> None:

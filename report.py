@@ -980,7 +980,10 @@ def clean_sweep(run: Run) -> Html:
                         'clean.py --sweep to refresh it.</div>'))
     base, docs_in = sw.get("base") or {}, sw.get("docs_in") or 0
     now = ((run.m("clean") or {}).get("config") or {}) if run.states["clean"].ran else base
-    moved = [k for k in base if k in now and now[k] != base[k]]
+    swept = {str(x.get("param", "")).partition("@")[0] for x in sw.get("sweeps") or []}
+    # the swept settings may differ (that is the loop: sweep, then rerun with a value
+    # chosen); any other one makes every row a what-if beside settings no longer in place
+    moved = [k for k in base if k in now and k not in swept and now[k] != base[k]]
     if moved:   # clean ran again with other settings after the sweep
         out.append(Html(f'<div class="stale">This sweep was run with other settings than the '
                         f'output in place ({esc(moved[0])} {esc(base[moved[0]])} then, '
@@ -992,7 +995,7 @@ def clean_sweep(run: Run) -> Html:
         rules = list(dict.fromkeys(k for v in values for k in (v.get("removed") or {})))
         rows, attrs = [], []
         for v in values:
-            cur = not moved and base.get(param) == v.get("value")
+            cur = not moved and now.get(param) == v.get("value")
             rows.append([Html(f"{esc(v.get('value'))}{' (this run)' if cur else ''}")]
                         + [(v.get("removed") or {}).get(r, 0) for r in rules]
                         + [v.get("docs_out"), share(v.get("docs_out") or 0, docs_in),

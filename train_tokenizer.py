@@ -18,8 +18,8 @@ byte for byte the one BpeTrainer writes (tested), 3.7 to 10 times faster.
 `--trainer hf` runs BpeTrainer itself, as 4.7 does, for a reader comparing the two.
 
 The training sample (4.7 step 2):
-- --sample-ratio (0.05) of the corpus's text bytes, raised to --min-bytes (1 GB; the whole
-  corpus when it is smaller) and capped at --max-bytes (2 GB). Each document is drawn by
+- --sample-ratio (0.05) of the corpus's text bytes, raised to --min-bytes (1 GB, or
+  --max-bytes when that is smaller; the whole corpus when it is smaller) and capped at --max-bytes (2 GB). Each document is drawn by
   its seeded id hash, so the sample's size lands within a few percent of the target, not
   on it. The tutorial says 2-5 GB is enough; the cap stays below 2^31 bytes because
   BpeTrainer counts pairs in 32-bit integers (HF tokenizers issue 2058): a pair seen more
@@ -323,8 +323,9 @@ def flags(p, argv) -> None:
                    help="a pair must occur this often to be merged (default 2)")
     p.add_argument("--sample-ratio", type=float, default=0.05,
                    help="share of the corpus's text bytes to train on (default 0.05, as in 4.7)")
-    p.add_argument("--min-bytes", type=int, default=1_000_000_000,
-                   help="train on at least this many bytes, or the whole corpus (default 1 GB)")
+    p.add_argument("--min-bytes", type=int, default=None,
+                   help="train on at least this many bytes, or the whole corpus (default 1 GB, "
+                        "or --max-bytes when that is smaller)")
     p.add_argument("--max-bytes", type=int, default=2_000_000_000,
                    help=f"train on about this many bytes, within a few percent (default 2 GB; at "
                         f"most {PAIR_COUNT_LIMIT:,})")
@@ -360,6 +361,8 @@ def check(args) -> None:
     if args.max_bytes > PAIR_COUNT_LIMIT:
         raise StageError(f"--max-bytes {args.max_bytes:,}: above {PAIR_COUNT_LIMIT:,} a pair "
                          "count can overflow BpeTrainer's 32-bit counters (tokenizers issue 2058)")
+    if args.min_bytes is None:   # the default floor, never above a --max-bytes given
+        args.min_bytes = min(1_000_000_000, args.max_bytes)
     if args.min_bytes < 0 or args.max_bytes <= 0 or args.min_bytes > args.max_bytes:
         raise StageError("need 0 <= --min-bytes <= --max-bytes and --max-bytes > 0")
     if args.max_doc_chars <= 0 or args.heldout_bytes < 0 or args.min_frequency < 0:

@@ -41,7 +41,7 @@ import xxhash
 from pipeline import layout
 from pipeline.arrays import strings
 from pipeline.errors import StageError, run_stage
-from pipeline.executors import add_executor_args
+from pipeline.executors import add_executor_args, check_executor
 from pipeline.local_pool import start_pool_early
 from pipeline.lock import FolderLock
 from pipeline.manifest import (MANIFEST, check_input, display_path, read_manifest, upstream_path,
@@ -876,6 +876,7 @@ def parse_args(argv):
         raise StageError("--windows, --window-tokens and --chunk-tokens must be positive")
     if a.workers < 1 or a.task_mb <= 0:
         raise StageError("--workers must be at least 1 and --task-mb positive")
+    check_executor(a)
     if not 0 <= a.seed < 2 ** 64:
         raise StageError(f"--seed {a.seed}: must be between 0 and 2**64-1")
     for flag, v, hi in (("--size-tolerance", a.size_tolerance, None),

@@ -18,7 +18,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -97,6 +100,38 @@ class ShardTask:
 
 
 
+def check_executor(args: argparse.Namespace) -> str | None:
+    """The cluster an --executor names, checked before any work (one line each): ray
+    installed, an address, and something answering there; sbatch on PATH and a partition
+    for slurm. Returns the Ray address (None for the other executors)."""
+    kind = getattr(args, "executor", "local")
+    if kind == "slurm":
+        if not getattr(args, "slurm_partition", None):
+            raise StageError("--executor slurm needs --slurm-partition")
+        if shutil.which("sbatch") is None:
+            raise StageError("--executor slurm: sbatch is not on PATH (run from a Slurm "
+                             "login node, or use --executor local)")
+        return None
+    if kind != "ray":
+        return None
+    if importlib.util.find_spec("ray") is None:
+        raise StageError("--executor ray needs ray installed (pip install 'ray[default]')")
+    addr = getattr(args, "ray_address", None) or os.environ.get("RAY_ADDRESS")
+    if not addr:
+        raise StageError("--executor ray needs --ray-address or RAY_ADDRESS "
+                         "(the address of a running Ray cluster)")
+    host, _, port = addr.rpartition(":")
+    if host and port.isdigit() and "://" not in addr:   # the head's host:port (GCS)
+        # ray.init retries an address where nothing answers for as long as it runs,
+        # holding the stage's locks: ask once, with a timeout
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+        except OSError as e:
+            raise StageError(f"cannot connect to Ray at {addr}: nothing answers there ({e}); "
+                             "start the head (ray start --head) or fix --ray-address") from None
+    return addr
+
+
 def build_executor(step: ShardTask, tasks: int, args: argparse.Namespace, logging_dir: Path,
                    name: str, inline: bool = False):
     kind = getattr(args, "executor", "local")
@@ -119,10 +154,7 @@ def build_executor(step: ShardTask, tasks: int, args: argparse.Namespace, loggin
         except ImportError as e:
             raise StageError(f"--executor ray needs ray installed ({e})") from None
         if not ray.is_initialized():
-            addr = getattr(args, "ray_address", None) or os.environ.get("RAY_ADDRESS")
-            if not addr:
-                raise StageError("--executor ray needs --ray-address or RAY_ADDRESS "
-                                 "(the address of a running Ray cluster)")
+            addr = check_executor(args)
             try:
                 ray.init(address=addr, log_to_driver=verbose,
                          logging_level="INFO" if verbose else "WARNING",
@@ -134,8 +166,7 @@ def build_executor(step: ShardTask, tasks: int, args: argparse.Namespace, loggin
                                    cpus_per_task=1)
     if kind == "slurm":
         from datatrove.executor import SlurmPipelineExecutor
-        if not args.slurm_partition:
-            raise StageError("--executor slurm needs --slurm-partition")
+        check_executor(args)
         activate = Path(sys.prefix) / "bin" / "activate"
         env = [f"source {activate}"] if activate.exists() else []
         env += [f"export PYTHONPATH={os.pathsep.join(step.sys_path)}${{PYTHONPATH:+:$PYTHONPATH}}",
@@ -182,6 +213,8 @@ def run_tasks(fn: Callable, tasks: int, args: argparse.Namespace, logging_dir: P
                 run_here(step, tasks, logging_dir)
             else:
                 ex.run()
+        except FileNotFoundError as e:   # sbatch (or scancel) gone since the check
+            raise StageError(f"{name}: {e.filename or e} not found: {e.strerror}") from None
         except subprocess.CalledProcessError as e:  # sbatch refused the job
             raise StageError(f"{name}: {' '.join(map(str, e.cmd))} failed with exit {e.returncode}"
                              f"{': ' + e.output.decode(errors='replace').strip() if e.output else ''}") from None

@@ -39,7 +39,7 @@ from typing import Callable
 
 from . import collector, layout
 from .errors import StageError
-from .executors import add_executor_args
+from .executors import add_executor_args, check_executor
 from .local_pool import start_pool_early
 from .lock import FolderLock
 from .manifest import MANIFEST, check_input
@@ -225,6 +225,7 @@ class Stage:
         args = self.parser(argv).parse_args(argv)
         if args.workers < 1:
             raise StageError("--workers must be at least 1")
+        check_executor(args)
         if self.reads is not None:
             check_not_nested(Path(args.input), Path(args.output), self.files_into)
         if Path(args.output).exists() and not Path(args.output).is_dir():

@@ -148,6 +148,29 @@ def test_slurm_sbatch_scripts_and_bytes(pipeline_layout, sample_layout, tmp_path
     assert "--export=ALL,RUN_OFFSET=0" in args
 
 
+def test_a_cluster_that_is_not_there_is_one_line_before_any_work(sample_layout, tmp_path):
+    """No sbatch on PATH, or nothing answering at --ray-address: one line, exit 2, at once
+    (a traceback from the submission before; ray.init retried for as long as it ran,
+    holding the stage's locks), and no staging folder is made."""
+    d = _fresh_layout(sample_layout, tmp_path)
+    env = {"PATH": f"{VENV_BIN}:/usr/bin:/bin"}
+    assert shutil.which("sbatch", path=env["PATH"]) is None
+    port = _free_port()      # nothing listens there
+    for flags, says in (
+            (["--executor", "slurm", "--slurm-partition", "cpu"], "sbatch is not on PATH"),
+            (["--executor", "slurm"], "needs --slurm-partition"),
+            (["--executor", "ray", "--ray-address", f"127.0.0.1:{port}"],
+             f"cannot connect to Ray at 127.0.0.1:{port}: nothing answers there")):
+        for script in ("clean.py", "verify.py"):
+            args = (stage_args(d, script, *flags) if script != "verify.py"
+                    else ["--data-dir", d, *flags])
+            t0 = time.time()
+            cp = run_script(script, *args, env=env, check=False, timeout=120)
+            assert cp.returncode == 2 and cp.stderr.count("\n") == 1, cp.stderr
+            assert says in cp.stderr and time.time() - t0 < 30
+    assert not list(d.glob(".*.partial")) and not (d / "cleaned").exists()
+
+
 # -- crash safety ----------------------------------------------------------------------
 
 def _finished_tasks(d: Path) -> dict[tuple[str, str], int]:

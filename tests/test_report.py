@@ -274,15 +274,21 @@ def test_a_sweep_from_other_settings_or_input_is_not_this_runs(pipeline_layout, 
                "--sweep", "threshold=0.7,0.8,0.9")
     html, _ = make_report(d)
     assert html.count("(this run)") == 2 and "This sweep was run" not in html
-    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--min-chars", "600")
+    # the tuning loop: a value chosen from the sweep and rerun; the sweep still holds
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--min-chars", "100")
+    html, _ = make_report(d)
+    assert "This sweep was run" not in html and "100 (this run)" in html
+    assert "200 (this run)" not in html
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--min-chars", "600",
+               "--min-alnum", "0.4")
     run_script("dedup_exact.py", "--input", d / "cleaned", "--output", d / "dedup_exact")
     run_script("dedup_minhash.py", "--input", d / "dedup_exact", "--output", d / "dedup",
                "--threshold", "0.9")
     html, _ = make_report(d)
     text = Page(html).all_text
     assert "(this run)" not in html
-    assert "This sweep was run with other settings than the output in place (min_chars 200 " \
-           "then, 600 now)" in text
+    assert "This sweep was run with other settings than the output in place (min_alnum 0.5 " \
+           "then, 0.4 now)" in text
     assert "This sweep was run on an earlier dedup_exact/ output" in text
 
 

@@ -231,6 +231,8 @@ def test_a_bad_rule_is_one_line_and_the_output_stays(raw, tmp_path, case):
     (["--min-alnum", "nan"], "--min-alnum nan: is not a number"),
     (["--min-chars", "en=100,en=5000"], "names en twice"),
     (["--languages", "EN,zh"], "'EN' is not a language of lid.176.ftz"),
+    (["--languages", "en,zh,en"], "--languages en,zh,en: names en twice"),
+    (["--sweep", "languages=en,en;zh"], "names en twice"),
     (["--min-chars", "xx=100"], "--min-chars xx=100: 'xx' is not a language"),
     (["--sweep", "min_chars@xx=100,300"], "'xx' is not a language"),
     (["--sweep", "languages=en;en,xx"], "'xx' is not a language"),
