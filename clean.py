@@ -77,6 +77,7 @@ from algorithms.cleaning import Decider, LanguageRule, LidCalls, Recipe, Signals
 from algorithms.langid import LazyLid, check_lid, default_lid_model, load_lid
 from pipeline import kept_store, layout
 from pipeline.arrays import from_numpy, strings
+from pipeline.disk import check_out_path
 from pipeline.errors import StageError, run_stage
 from pipeline.progress import task_progress
 from pipeline.shards import ShardWriter, file_record, link_or_copy, open_shard, write_table
@@ -1075,12 +1076,7 @@ def check_export_path(args) -> None:
         if dest == folder or folder in dest.parents:
             raise StageError(f"--export-signals {args.export_signals}: inside {what} "
                              f"({folder}); write it elsewhere")
-    if dest.is_dir():
-        raise StageError(f"--export-signals {args.export_signals}: is a folder; name a file")
-    above = next(p for p in dest.parents if p.exists())
-    if not above.is_dir():
-        raise StageError(f"--export-signals {args.export_signals}: {above} is a file, "
-                         "not a folder")
+    check_out_path("--export-signals", args.export_signals, folder=False)
 
 
 def lid_path(args) -> Path:

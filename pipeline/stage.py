@@ -38,13 +38,13 @@ from pathlib import Path
 from typing import Callable
 
 from . import collector, layout
+from .disk import check_out_path, register
 from .errors import StageError
 from .executors import add_executor_args, check_executor
 from .local_pool import start_pool_early
 from .lock import FolderLock
 from .manifest import MANIFEST, check_input
 from .shards import list_shards, open_shard
-from .disk import register
 from .staging import StageRun, add_force_arg, current_manifest, staging_path
 from .task_results import load_task_results
 from .units import Unit, describe, plan_units, unit_offsets
@@ -228,14 +228,7 @@ class Stage:
         check_executor(args)
         if self.reads is not None:
             check_not_nested(Path(args.input), Path(args.output), self.files_into)
-        if Path(args.output).exists() and not Path(args.output).is_dir():
-            raise StageError(f"--output {args.output}: is a file; a stage writes a folder "
-                             "(choose another --output)")
-        under = next((d for d in Path(args.output).absolute().parents
-                      if d.exists() and not d.is_dir()), None)
-        if under is not None:
-            raise StageError(f"--output {args.output}: {under} is a file, not a folder "
-                             "(choose another --output)")
+        check_out_path("--output", args.output, folder=True)   # a stage writes a folder
         if self.check_fn:
             self.check_fn(args)
         return args
