@@ -8,7 +8,7 @@
 Whatever the source, the output is the same: data/raw/ holds many parquet shards of
 bounded size (100k rows or 256 MB, whichever comes first) with the columns `id`, `text`,
 `source` and, when every input is parquet, the other columns all of them share with one
-type (JSON lines keep only `id` and `text`). Later stages parallelise by shard, so
+type (from JSON lines, only `id` and `text` are read). Later stages parallelise by shard, so
 one giant file would leave all but one core idle. The conversion itself runs on the
 executor (--workers), one task per hub file or per group of local files of at least
 1/16 of --shard-bytes on disk; the shards do not depend on --workers.
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -242,10 +243,11 @@ def check(args) -> None:
     if args.input:
         # the file or folder read (for a glob, the folder its pattern starts in): an
         # output in it would be read by the next run, and an input in the output deleted
-        head = args.input[:min((args.input.find(c) % (len(args.input) + 1) for c in "*?["))]
-        if head == args.input:
-            base = Path(head)
-        else:
+        wild = re.search(r"[*?[]", args.input)
+        if wild is None:
+            base = Path(args.input)
+        else:   # 'dir/*.jsonl' -> dir; 'dir/part*.jsonl' -> dir; '*.jsonl' -> .
+            head = args.input[:wild.start()]
             base = Path(head) if head.endswith(("/", os.sep)) else Path(head or ".").parent
         check_not_nested(base, Path(args.output), files_into=False,
                          why_inside="the next run would read this run's output as input")
