@@ -36,6 +36,19 @@ def script_for_dir(path: str | os.PathLike) -> str:
     return "the stage that writes it"
 
 
+def writer_of(folder: str | os.PathLike) -> str:
+    """The script that wrote `folder`: its manifest says, else the default layout's guess."""
+    import json
+
+    try:
+        script = json.loads((Path(folder) / "manifest.json").read_text(encoding="utf-8"))["script"]
+        if isinstance(script, str) and script:
+            return script
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return script_for_dir(folder)
+
+
 def default_workers() -> int:
     """All cores this process may use."""
     try:

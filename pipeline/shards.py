@@ -19,7 +19,7 @@ import xxhash
 
 from .arrays import from_numpy, to_numpy
 from .errors import StageError
-from .layout import script_for_dir
+from .layout import script_for_dir, writer_of
 
 TEXT = "text"
 ID = "id"
@@ -37,7 +37,10 @@ def list_shards(input_dir: str | os.PathLike) -> list[Path]:
         raise StageError(f"input {d} is not a directory")
     shards = sorted(p for p in d.glob("*.parquet") if p.is_file())
     if not shards:
-        raise StageError(f"input directory {d} holds no .parquet shards")
+        made = (d / "manifest.json").exists()   # a stage's output that kept no document
+        raise StageError(f"input directory {d} holds no .parquet shards"
+                         + (f": {writer_of(d)} kept no document; see its report" if made
+                            else ""))
     return shards
 
 

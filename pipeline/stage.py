@@ -276,8 +276,11 @@ class Stage:
         if self.reads is None:
             return [], []
         shards = list_shards(args.input)
-        for s in shards:
-            open_shard(s)
+        rows = sum(open_shard(s).metadata.num_rows for s in shards)
+        if rows == 0:   # the stage above kept nothing: say so here, not with a traceback
+            raise StageError(f"{args.input}: no documents ({len(shards)} shard(s) of 0 rows): "
+                             f"{layout.writer_of(args.input)} kept none; see its report "
+                             "and loosen its settings")
         units = plan_units(shards, args.task_mb) if self.plans_units else []
         return shards, units
 

@@ -345,3 +345,20 @@ def test_an_output_nested_with_its_input_is_refused(sample_layout, tmp_path):
                     src / "a.jsonl" / "raw", check=False)
     assert f"{src / 'a.jsonl'} is a file, not a folder" in _one_error_line(cp)
     assert sorted(os.listdir(src)) == ["a.jsonl"]
+
+
+def test_an_input_with_no_documents_is_one_line_naming_who_kept_none(tmp_path):
+    """clean may remove every document (it warns); the next stage then says that the
+    stage above kept none, in one line, instead of a traceback (dedup_minhash) or an
+    empty output that fails later (dedup_exact)."""
+    src = tmp_path / "a.jsonl"
+    src.write_text("".join('{"text": "short"}\n' for _ in range(10)))
+    run_script("download_data.py", "--input", src, "--output", tmp_path / "raw")
+    run_script("clean.py", "--input", tmp_path / "raw", "--output", tmp_path / "cleaned")
+    for script in ("dedup_exact.py", "dedup_minhash.py", "train_tokenizer.py"):
+        cp = run_script(script, "--input", tmp_path / "cleaned", "--output", tmp_path / "x",
+                        check=False)
+        assert _one_error_line(cp) == (f"error: {tmp_path / 'cleaned'}: no documents (1 shard(s) "
+                                       "of 0 rows): clean.py kept none; see its report and "
+                                       "loosen its settings")
+        assert not (tmp_path / "x").exists()
