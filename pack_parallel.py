@@ -189,6 +189,7 @@ def run(run: Run) -> Output:
             raise StageError(f"{p}: {p.stat().st_size} bytes but tasks reported "
                              f"{counts[s]['tokens']} tokens; rerun pack_parallel.py")
     val_ids = [i for r in results for i in r["val_ids"]]
+    packing.check_val_ids(val_ids)
     write_reports(run.staging / REPORT_DIR, counts, results, val_ids, enc_info)
     # the parts and task results stay in the staging folder until commit removes it, so
     # a crash before then resumes from them (commit moves the task logs out first)

@@ -223,7 +223,9 @@ class Context:
             p = self.data / "pack_report" / "val_ids.txt"
             if not p.exists():
                 raise Missing(f"{p} not found: rerun pack_parallel.py")
-            return set(p.read_text(encoding="utf-8").splitlines())
+            from algorithms.packing import read_val_ids
+
+            return read_val_ids(p)
         return self.memo("val_ids", load)
 
     @property
@@ -274,7 +276,9 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
         kept_band = None
     for d in ("band", "train"):
         (w / d).mkdir(parents=True, exist_ok=True)
-    val = set(Path(val_ids).read_text(encoding="utf-8").splitlines())
+    from algorithms.packing import read_val_ids
+
+    val = read_val_ids(Path(val_ids))
     mh = minhash.MinHasher(num_perm, ngram, seed)
     band = np.lib.format.open_memmap(w / "band" / f"{rank:05d}.tmp.npy", mode="w+",
                                      dtype=np.uint64, shape=(bands, unit.rows))

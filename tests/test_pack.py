@@ -585,3 +585,19 @@ def test_a_commit_that_cannot_finish_changes_nothing(packed, sample_layout, tok_
     pack(sample_layout / "raw", tmp_path / "fresh", tok_path, "--seed", "7")
     for f in ("train.bin", "val.bin"):
         assert (out / f).read_bytes() == (tmp_path / "fresh" / f).read_bytes()
+
+
+def test_val_ids_with_line_breaks_read_back_as_written(tmp_path):
+    """val_ids.txt is one id a line, lines ending in "\\n": ids holding "\\r", U+2028, NEL,
+    form feed or record separators read back whole (str.splitlines and read_text's
+    newline translation cut them, and verify's item 8 then failed on a good pack); an id
+    holding "\\n" itself is refused by name when it is chosen for val."""
+    ids = ["doc\rpart", "doc\u2028part", "doc\x85part", "doc\x0cpart", "doc\x1epart", "", "plain"]
+    f = tmp_path / "val_ids.txt"
+    f.write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")   # as write_reports does
+    assert packing.read_val_ids(f) == set(ids)
+    f.write_text("", encoding="utf-8")
+    assert packing.read_val_ids(f) == set()
+    packing.check_val_ids(ids)
+    with pytest.raises(StageError, match=r"the id 'a\\nb', chosen for val, holds a newline"):
+        packing.check_val_ids(["ok", "a\nb"])
