@@ -117,6 +117,7 @@ CLEAN_SWEEP = "cleaned/report/sweep.json"
 EXACT_STATS = "dedup_exact/report/dedup_exact_stats.json"
 MINHASH_STATS = "dedup/report/dedup_minhash_stats.json"
 MINHASH_SWEEP = "dedup/report/sweep.json"
+TOKENIZER_MANIFEST = "tokenizer/manifest.json"
 PACK_STATS = "pack_report/pack_stats.json"
 
 # --------------------------------------------------------------------------------------
@@ -306,13 +307,20 @@ def tool_fingerprints(d: dict) -> dict[str, str] | None:
 def run_states(data: Path) -> dict[str, State]:
     states = {s.key: stage_state(data, s) for s in STAGES}
     pack, tok = states["pack_parallel"], states["train_tokenizer"]
-    if pack.state == "ok" and tok.ran:   # check_input follows the main input only
-        want = ((pack.data.get("extra_inputs") or {}).get("tokenizer") or {}).get("fingerprint")
-        if want and want != tok.data.get("output_fingerprint"):
+    rec = ((pack.data or {}).get("extra_inputs") or {}).get("tokenizer") or {}
+    used = (data / str(rec["manifest"])).resolve() if isinstance(rec.get("manifest"), str) else None
+    if pack.state == "ok" and used is not None:   # check_input follows the main input only
+        here = used == (data / TOKENIZER_MANIFEST).resolve()
+        try:   # the tokenizer pack read: data/tokenizer/, or one from elsewhere
+            now = tok.data if here else read_manifest(used)
+        except StageError:
+            now = None
+        if (now or {}).get("output_fingerprint") != rec.get("fingerprint") and (now or not here):
             pack.state = "stale"
-            pack.message = (f"{display_path(data)}/train.bin is stale: "
-                            f"{display_path(data / 'tokenizer')} was rewritten after "
-                            f"pack_parallel.py read it; rerun pack_parallel.py")
+            pack.message = (f"{display_path(data)}/train.bin is stale: the tokenizer it was "
+                            f"packed with ({display_path(used.parent)}) was "
+                            f"{'rewritten' if now else 'removed'} after pack_parallel.py read "
+                            f"it; rerun pack_parallel.py")
     states["compare_tokenizers"] = tool_state(data, TOOLS[0], [tok])
     states["verify"] = tool_state(data, TOOLS[1], [states[s.key] for s in STAGES])
     return states
@@ -1389,13 +1397,22 @@ def config_note(key: str, manifest: dict) -> str:
     return "; ".join(parts)
 
 
+def packed_elsewhere(run: Run) -> bool:
+    """pack read a tokenizer from outside the data folder (--tokenizer elsewhere)."""
+    rec = ((run.m("pack_parallel") or {}).get("extra_inputs") or {}).get("tokenizer") or {}
+    rel = rec.get("manifest")
+    return isinstance(rel, str) and \
+        (run.data / rel).resolve() != (run.data / TOKENIZER_MANIFEST).resolve()
+
+
 def next_step(run: Run) -> Html:
     """The first thing to do: rerun the earliest stale step, or run the first missing one."""
     order = STAGES[:5] + [TOOLS[0], STAGES[5], TOOLS[1]]
     stale = next((s for s in order if run.states[s.key].state in ("stale", "unreadable")), None)
     ran = [i for i, s in enumerate(order) if run.states[s.key].ran]
     gone = next((s for i, s in enumerate(order[:max(ran)]) if not run.states[s.key].ran
-                 and s in STAGES), None) if ran else None
+                 and s in STAGES and not (s.key == "train_tokenizer" and packed_elsewhere(run))),
+                None) if ran else None
     if gone and (stale is None or order.index(gone) < order.index(stale)):
         return Html(f'<div class="missing next"><b>Next:</b> the output of {esc(gone.script)} '
                     f'is gone while steps below it ran (what they wrote is still usable as '

@@ -292,6 +292,28 @@ def test_a_sweep_from_other_settings_or_input_is_not_this_runs(pipeline_layout, 
     assert "This sweep was run on an earlier dedup_exact/ output" in text
 
 
+def test_pack_with_a_tokenizer_from_elsewhere_is_judged_by_that_one(full_run, tmp_path):
+    """pack --tokenizer outside the data folder: the page checks pack against the tokenizer
+    it read (it compared data/tokenizer/, unused, and called pack stale, or called the
+    tokenizer's folder gone), and calls pack stale when that tokenizer is rewritten."""
+    d = tmp_path / "data"
+    shutil.copytree(full_run[0], d, symlinks=True)
+    elsewhere = tmp_path / "shared" / "tokenizer"
+    shutil.move(str(d / "tokenizer"), str(elsewhere))
+    run_script("pack_parallel.py", "--input", d / "dedup", "--output", d,
+               "--tokenizer", elsewhere / "tokenizer.json", "--force")   # (same bytes)
+    html, _ = make_report(d)
+    page = Page(html)
+    assert page.stages["pack_parallel"] == "ok" and page.stages["train_tokenizer"] == "missing"
+    assert "is gone while steps below it ran" not in page.all_text
+    m = json.loads((elsewhere / "manifest.json").read_text())
+    m["output_fingerprint"] = "0" * 32
+    (elsewhere / "manifest.json").write_text(json.dumps(m))
+    page = Page(make_report(d)[0])
+    assert page.stages["pack_parallel"] == "stale"
+    assert "the tokenizer it was packed with" in page.all_text and "was rewritten" in page.all_text
+
+
 def test_values_read_from_report_files_are_escaped(full_run, tmp_path):
     d = tmp_path / "data"
     shutil.copytree(full_run[0], d, symlinks=True)
