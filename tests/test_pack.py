@@ -601,3 +601,16 @@ def test_val_ids_with_line_breaks_read_back_as_written(tmp_path):
     packing.check_val_ids(ids)
     with pytest.raises(StageError, match=r"the id 'a\\nb', chosen for val, holds a newline"):
         packing.check_val_ids(["ok", "a\nb"])
+
+
+def test_the_identity_check_sample_keeps_to_its_budget(tmp_path):
+    """A document longer than --check-bytes is cut to what is left of it: the sample
+    stays near the budget whatever the documents' sizes (HF encodes it whole)."""
+    big = "word " * 600_000                                # 3 MB
+    pq.write_table(pa.table({"id": ["a", "b", "c"], "text": [big, "small one", None]}),
+                   tmp_path / "part-0.parquet")
+    got = packing.sample_texts([tmp_path / "part-0.parquet"], 100_000)
+    assert got == [big[:100_000]]
+    assert sum(len(t.encode()) for t in packing.sample_texts([tmp_path / "part-0.parquet"], 0)) == 0
+    got = packing.sample_texts([tmp_path / "part-0.parquet"], 4_000_000)
+    assert got == [big, "small one"]
