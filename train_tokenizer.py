@@ -350,12 +350,11 @@ def flags(p, argv) -> None:
 
 def check(args) -> None:
     """Refuse flags that cannot give a usable tokenizer, before any work."""
-    if not 0 < args.vocab_size < tokenizer_checks.ID_LIMIT:
-        raise StageError(f"--vocab-size {args.vocab_size}: must be between 1 and "
-                         f"{tokenizer_checks.ID_LIMIT - 1} so every id fits in uint16 (4.6)")
-    if args.vocab_size <= 256 + len(SPECIAL_TOKENS):
-        raise StageError(f"--vocab-size {args.vocab_size}: must exceed the 256 bytes and "
-                         f"{len(SPECIAL_TOKENS)} special tokens")
+    least = 256 + len(SPECIAL_TOKENS) + 1   # the bytes, the special tokens, one merge
+    if not least <= args.vocab_size < tokenizer_checks.ID_LIMIT:
+        raise StageError(f"--vocab-size {args.vocab_size}: must be between {least} (the 256 "
+                         f"bytes, {len(SPECIAL_TOKENS)} special tokens and one merge) and "
+                         f"{tokenizer_checks.ID_LIMIT - 1}, so every id fits in uint16 (4.6)")
     if not 0 < args.sample_ratio <= 1:
         raise StageError(f"--sample-ratio {args.sample_ratio}: must be in (0, 1]")
     if args.max_bytes > PAIR_COUNT_LIMIT:

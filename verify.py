@@ -526,7 +526,7 @@ def check_clean_stats(ctx: Context) -> Item:
                     "fix the threshold and rerun clean.py")
     it.details.append(table(["rule", "removed", "share", "flag"], rows or [["(none)", 0, "", ""]]))
     it.figures.append(f"clean: {docs_in:,} documents in, {counts.get('docs_out', 0):,} kept, "
-                      f"{len(rows)} rules removed some")
+                      f"{sum(1 for r in rows if r[1])} rules removed some")
     return it
 
 

@@ -241,6 +241,7 @@ def test_too_small_corpus_says_how_far_it_got(sample_layout, tmp_path):
 @pytest.mark.parametrize("args, words", [
     (["--vocab-size", "70000"], "uint16"),
     (["--vocab-size", "200"], "special tokens"),
+    (["--vocab-size", "0"], "must be between 268 (the 256 bytes, 11 special tokens"),
     (["--max-bytes", "3000000000"], "issue 2058"),
     (["--sample-ratio", "0"], "--sample-ratio"),
     (["--min-bytes", "10", "--max-bytes", "5"], "--min-bytes"),

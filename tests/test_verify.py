@@ -49,6 +49,9 @@ def test_every_item_passes_on_the_sample_pipeline(pipeline_layout, tmp_path):
     assert "checklist: 10 of 10 items PASS, 0 FAIL" in cp.stdout
     assert len(re.findall(r"^    \[\d\] tokens ", cp.stdout, re.M)) == 10  # the decoded windows
     assert "characters per token" in item_text(cp.stdout, 7)
+    c = json.loads((pipeline_layout / "cleaned" / "manifest.json").read_text())["counts"]
+    some = sum(1 for n in (c.get("removed") or {}).values() if n)   # rules listed at 0 too
+    assert f"{some} rules removed some" in item_text(cp.stdout, 5)
     md = report.read_text()
     assert md.count("\n## ") == 10 and "| 10 | nothing lost" in md and "**FAIL**" not in md
 
@@ -150,10 +153,13 @@ def test_cleaning_rule_above_30_percent_is_flagged(broken, tmp_path):
     spec = json.loads(m.read_text())
     c = spec["counts"]
     c["removed"]["lang"] = int(c["docs_in"] * 0.4)
+    c["removed"]["dup_lines"] = 0                  # listed, but removed nothing
     m.write_text(json.dumps(spec))
     cp, _ = run_verify(broken, tmp_path)
     text5 = item_text(cp.stdout, 5)
     assert status(cp.stdout)[5] == "FAIL" and "FLAG" in text5 and "clean.py" in text5
+    some = sum(1 for n in c["removed"].values() if n)
+    assert f"{some} rules removed some" in text5 and some == len(c["removed"]) - 1
     # the counts no longer add up either: item 10 names the stage that lost documents
     assert status(cp.stdout)[10] == "FAIL" and "clean.py" in item_text(cp.stdout, 10)
 
