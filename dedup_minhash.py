@@ -631,6 +631,9 @@ def sweep(n_docs: int, pairs: np.ndarray, sims: np.ndarray, thresholds: list[flo
 
 # --------------------------------------------------------------------------------------
 
+MAX_NUM_PERM = 4096
+
+
 def flags(p, argv) -> None:
     p.add_argument("--ngram", type=int, default=5, help="shingle length in characters (default 5)")
     p.add_argument("--num-perm", type=int, default=128, help="k, hash functions (default 128)")
@@ -657,6 +660,9 @@ def check(args) -> None:
             raise StageError(f"{flag} {v}: must be positive")
     if args.seed < 0:
         raise StageError(f"--seed {args.seed}: must be >= 0")
+    if args.num_perm > MAX_NUM_PERM:   # each task holds a batch's signatures: rows x k x 4 B
+        raise StageError(f"--num-perm {args.num_perm}: at most {MAX_NUM_PERM:,} (every "
+                         f"document keeps 4 bytes a hash; the tutorial uses 128)")
     if args.bands * args.rows != args.num_perm:
         raise StageError(f"--bands {args.bands} x --rows {args.rows} = {args.bands * args.rows}, "
                          f"but --num-perm is {args.num_perm}: LSH needs b*r == k")

@@ -55,6 +55,15 @@ PACK_MANIFEST = "pack_manifest.json"
 REPORT_NAME = "verify_report.md"
 SMOKE_DATASETS = ("sample", "tinystories")
 REPLACEMENT = "\ufffd"
+# how a decoded window shows the characters a terminal or a Markdown file would act on
+SHOWN = {**{c: chr(0x2400 + c) for c in range(32)}, 0x7F: "\u2421", 0x0A: "⏎ ", 0x0D: "␍"}
+
+
+def shown(text: str) -> str:
+    """A decoded window for the terminal and verify_report.md: newlines as ⏎, the other
+    control characters (escape sequences, NUL, carriage returns) as their visible
+    symbols, so a document's bytes cannot move the cursor or run together."""
+    return text.translate(SHOWN)
 BYTE_LEVEL_ARTEFACTS = set("ĠĊĉ")  # what ByteLevel-mapped text shows without its decoder
 
 ROUND_TRIP = ["Hello world", "机器学习模型训练", "emoji 😀 测试", "a" * 200,
@@ -441,8 +450,7 @@ def check_windows(ctx: Context) -> Item:
                                                   "text": text})
         r, a = bad_chars(text)
         chars, repl, art = chars + len(text), repl + r, art + a
-        it.details.append(f"[{k}] tokens {start:,}..{start + w:,}: "
-                          + text.replace("\n", "⏎ ").replace("\r", "")[:400])
+        it.details.append(f"[{k}] tokens {start:,}..{start + w:,}: " + shown(text)[:400])
     rate_r, rate_a = repl / max(chars, 1), art / max(chars, 1)
     it.figures.append(f"{chars:,} characters decoded: {repl} replacement characters "
                       f"({rate_r:.3%}), {art} byte-level artefacts 'Ġ/Ċ' ({rate_a:.3%}); "
@@ -711,7 +719,9 @@ def check_smoke_run(ctx: Context) -> Item:
     stages = [m.get("stage") for _, m in reversed(chain)]
     raw = chain[-1][1]
     dataset = (raw.get("config") or {}).get("dataset")
-    it.figures.append(f"{root}: " + " -> ".join(stages) + f" (dataset: {dataset})")
+    source = ((raw.get("config") or {}).get("source") or {}).get("local")   # --input FILES
+    what = dataset if dataset else f"local files {source}" if source else None
+    it.figures.append(f"{root}: " + " -> ".join(stages) + f" (dataset: {what})")
     missing = [s for s in ("download_data", "clean", "dedup_exact", "dedup_minhash",
                            "pack_parallel") if s not in stages]
     if missing:
@@ -724,7 +734,7 @@ def check_smoke_run(ctx: Context) -> Item:
     else:
         it.figures.append(f"tokenizer from train_tokenizer.py ({tok_in['manifest']})")
     if dataset not in SMOKE_DATASETS:
-        it.fail(f"{root} was built from {dataset!r}, not a smoke data set",
+        it.fail(f"{root} was built from {what}, not a smoke data set",
                 "run the pipeline on the sample (make demo) and pass its folder as --smoke-dir")
     try:
         check_input(root / PACK_MANIFEST)

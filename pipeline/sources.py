@@ -219,6 +219,10 @@ def read_jsonl(path: Path, source: str, skips: Skips, text_field: str = "text",
                     skips.bad(path, f"line {lineno}", f"non-string text ({type(text).__name__})")
                     continue
                 rid = rec.get("id")
+                if isinstance(rid, (dict, list, bool)):   # str() would make "True", "['a']"
+                    skips.bad(path, f"line {lineno}", f"an id that is a {type(rid).__name__} "
+                                                      "(ids are strings or numbers)")
+                    continue
                 rid = str(rid) if rid is not None else f"{source}#{lineno}"
                 if "\\u" in line and not _encodable(text, rid):
                     # an escape of a lone surrogate ("\ud800") is valid JSON, but no

@@ -309,7 +309,9 @@ def test_bad_flags_are_one_line_errors(sample_layout, tmp_path):
     cp = run_script("dedup_minhash.py", "--input", tmp_path / "nope", "--output", out, check=False)
     assert cp.returncode == 2 and "nope" in cp.stderr and len(cp.stderr.strip().splitlines()) == 1
     for flag, value, says in [("--seed", "-1", "--seed -1: must be >= 0"),
-                              ("--bands", "0", "--bands 0: must be positive")]:
+                              ("--bands", "0", "--bands 0: must be positive"),
+                              ("--num-perm", "1000000", "--num-perm 1000000: at most 4,096 "
+                               "(every document keeps 4 bytes a hash; the tutorial uses 128)")]:
         cp = run_script("dedup_minhash.py", "--input", sample_layout / "raw", "--output", out,
                         flag, value, check=False)
         assert cp.returncode == 2 and cp.stderr.strip() == f"error: {says}", cp.stderr

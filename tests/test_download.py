@@ -469,7 +469,9 @@ def test_json_python_cannot_load_and_bad_ids_are_bad_records(tmp_path):
         '{"text": "x", "n": ' + "9" * 5000 + '}\n'                     # line 4
         + "[" * 100000 + "]" * 100000 + "\n"                          # line 5
         '["text", "a list"]\n'                                        # line 6
-        '{"text": "kept \\u00e9 two"}\n', encoding="utf-8")
+        '{"text": "x", "id": true}\n'                                  # line 7
+        '{"text": "x", "id": ["a"]}\n'                                 # line 8
+        '{"text": "kept \\u00e9 two", "id": 7}\n', encoding="utf-8")
     bad = pa.array([b"ok", b"a\xff", b"ok2"], pa.binary()).view(pa.string())
     pq.write_table(pa.table({"id": ["p0", None, "p2"], "text": ["t0", "t1", "t2"],
                              "meta": ["m0", "m1", "m2"]}), d / "b.parquet")
@@ -491,7 +493,8 @@ def test_json_python_cannot_load_and_bad_ids_are_bad_records(tmp_path):
     got = [(r["where"], r["reason"].split(" (")[0]) for r in m["bad_records"]]
     assert got == [("line 2", "a lone surrogate escape"), ("line 3", "a lone surrogate escape"),
                    ("line 4", "JSON that cannot be loaded"), ("line 5", "JSON that cannot be loaded"),
-                   ("line 6", "not a JSON object")]
+                   ("line 6", "not a JSON object"), ("line 7", "an id that is a bool"),
+                   ("line 8", "an id that is a list")]
     texts = [t for s in list_shards(out) for t in pq.read_table(s).column("text").to_pylist()]
     assert texts == ["kept one", "kept \u00e9 two"]
     out = tmp_path / "raw_b"

@@ -246,3 +246,12 @@ def test_verify_reuses_the_kept_band_hashes_and_checks_them(broken, tmp_path):
     assert cp.returncode == 0 and status(cp.stdout) == {k: "PASS" for k in range(1, 11)}
     text8 = item_text(cp.stdout, 8)
     assert f"kept ones for 0 of {n} units" in text8 and "removed.npy: digest mismatch" in text8
+
+
+def test_decoded_windows_show_control_characters_as_symbols():
+    """A window goes to the terminal and to verify_report.md: an escape sequence or a NUL
+    from a document must not act there, and a carriage return must not vanish."""
+    import verify
+
+    assert verify.shown("a\nb\rc\x1b[31md\x00e") == "a⏎ b␍c␛[31md␀e"
+    assert all(ord(c) >= 32 and c != "\x7f" for c in verify.shown("".join(map(chr, range(128)))))
