@@ -1388,12 +1388,14 @@ def config_note(key: str, manifest: dict) -> str:
     cfg = manifest.get("config") or {}
     parts = []
     for k in CONFIG_NOTES.get(key, []) + list(manifest.get("rule_keys") or []):
-        if k in cfg:
+        if k in cfg and cfg[k] is not None:
             v = cfg[k]
             parts.append(f"{k} {','.join(map(str, v)) if isinstance(v, list) else v}")
-    src = cfg.get("source") or {}
+    src = cfg.get("source") if isinstance(cfg.get("source"), dict) else {}
     if key == "download_data" and src.get("hub") and src.get("commit"):   # which version
         parts.append(f"{src['hub']} at commit {src['commit'][:12]}")
+    elif key == "download_data" and cfg.get("dataset") is None and src.get("local"):
+        parts.append(f"local files {src['local']}")   # --input: what the run read
     return "; ".join(parts)
 
 

@@ -494,6 +494,14 @@ def test_similarity_split_takes_the_stages_count_inside_a_bin():
     assert (rej, acc) == (8, 7) and not inside.any()
 
 
+def test_config_note_names_what_download_read():
+    local = {"config": {"dataset": None, "source": {"local": "corpus/*.jsonl", "files": []}}}
+    assert report.config_note("download_data", local) == "local files corpus/*.jsonl"
+    hub = {"config": {"dataset": "tinystories", "source": {"hub": "r/ts", "commit": "a" * 40}}}
+    assert report.config_note("download_data", hub) == "dataset tinystories; r/ts at commit " \
+        + "a" * 12
+
+
 def test_stage_state_missing_names_the_command(tmp_path):
     st = report.stage_state(tmp_path, report.STAGES[2])
     assert st.state == "missing" and not st.ran
