@@ -255,6 +255,9 @@ def check(args) -> None:
         args.shard_rows = 400 if args.dataset == "sample" else 100_000
     if args.shard_rows <= 0 or args.shard_bytes <= 0:
         raise StageError("--shard-rows and --shard-bytes must be positive")
+    if args.txt_delimiter == "":   # it would be ignored: each .txt file one document
+        raise StageError("--txt-delimiter '': an empty delimiter splits nothing; leave the "
+                         "flag out to keep each .txt file as one document")
 
 
 def config(run: Run) -> dict:

@@ -118,6 +118,11 @@ def read_parquet(path: Path, source: str, skips: Skips, keep: list[str],
 
     pf = open_shard(path, require=("text",), stream=True)
     has_id = "id" in pf.schema_arrow.names
+    id_type = pf.schema_arrow.field("id").type if has_id else None
+    if has_id and not (pa.types.is_string(id_type) or pa.types.is_large_string(id_type)
+                       or pa.types.is_integer(id_type) or pa.types.is_binary(id_type)):
+        raise StageError(f"{path}: column 'id' has type {id_type}; ids must be strings or "
+                         "integers (or leave the column out: FILE#ROW ids are made)")
     size, total_rows = path.stat().st_size, max(1, pf.metadata.num_rows)
     row = 0
     try:
