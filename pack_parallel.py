@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from algorithms import packing
+from algorithms.loader import write_val_ids
 from algorithms.packing import (TOKEN_BINS, NotConvertible, doc_lengths,
                                 first_difference, get_encoder)
 from algorithms.tokenizer_file import (check_fits_uint16, eos_id, load_tokenizer,
@@ -189,7 +190,6 @@ def run(run: Run) -> Output:
             raise StageError(f"{p}: {p.stat().st_size} bytes but tasks reported "
                              f"{counts[s]['tokens']} tokens; rerun pack_parallel.py")
     val_ids = [i for r in results for i in r["val_ids"]]
-    packing.check_val_ids(val_ids)
     write_reports(run.staging / REPORT_DIR, counts, results, val_ids, enc_info)
     # the parts and task results stay in the staging folder until commit removes it, so
     # a crash before then resumes from them (commit moves the task logs out first)
@@ -310,9 +310,7 @@ def write_reports(folder: Path, counts: dict, results: list[dict], val_ids: list
         "tokens_per_doc": {"bins": TOKEN_BINS.tolist(), "counts": hist},
         "tasks": [{k: v for k, v in r.items() if k not in ("val_ids", "tokens_per_doc_hist")}
                   for r in results]}, "\n".join(md))
-    tmp = folder / "val_ids.txt.tmp"
-    tmp.write_text("".join(f"{i}\n" for i in val_ids), encoding="utf-8")
-    os.replace(tmp, folder / "val_ids.txt")
+    write_val_ids(folder / "val_ids.txt", val_ids)
 
 
 def summary(counts: dict, timings: dict, output: str) -> str:

@@ -48,6 +48,7 @@ from pipeline.manifest import (MANIFEST, check_input, display_path, read_manifes
                                write_json)
 from pipeline.tables import human_bytes, markdown_table, pct, table
 from pipeline.shards import list_shards, matches_record
+from algorithms.loader import read_val_ids, write_val_ids
 from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, load_tokenizer,
                                 max_token_id, ordinary_tokenizer, tokenizer_hash)
 
@@ -232,8 +233,6 @@ class Context:
             p = self.data / "pack_report" / "val_ids.txt"
             if not p.exists():
                 raise Missing(f"{p} not found: rerun pack_parallel.py")
-            from algorithms.packing import read_val_ids
-
             return read_val_ids(p)
         return self.memo("val_ids", load)
 
@@ -285,8 +284,6 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
         kept_band = None
     for d in ("band", "train"):
         (w / d).mkdir(parents=True, exist_ok=True)
-    from algorithms.packing import read_val_ids
-
     val = read_val_ids(Path(val_ids))
     mh = minhash.MinHasher(num_perm, ngram, seed)
     band = np.lib.format.open_memmap(w / "band" / f"{rank:05d}.tmp.npy", mode="w+",
@@ -339,7 +336,7 @@ def scan_corpus(ctx: Context) -> dict:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     ids_file = work / "val_ids.txt"
-    ids_file.write_text("\n".join(sorted(ctx.val_ids)), encoding="utf-8")
+    write_val_ids(ids_file, sorted(ctx.val_ids))
     c = ctx.pack_counts
     every = sample_every(int(c.get("docs_out", 0)), int(c.get("bytes_out", 0)))
     mh = minhash_config(ctx)

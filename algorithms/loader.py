@@ -61,3 +61,28 @@ def get_batch(split: str, batch_size: int, seq_len: int,
     x = np.stack([np.asarray(data[i:i + seq_len], dtype=np.int64) for i in ix])
     y = np.stack([np.asarray(data[i + 1:i + 1 + seq_len], dtype=np.int64) for i in ix])
     return x, y
+
+
+# --------------------------------------------------------------------------------------
+# pack_report/val_ids.txt: the ids of the documents in val.bin, one a line.
+# --------------------------------------------------------------------------------------
+
+def write_val_ids(path: str | os.PathLike, ids: list[str]) -> None:
+    """Write the val ids, each line ending in "\n", via a temporary name. An id that
+    holds a newline is refused, naming it: read back, it would be two ids, neither in val."""
+    bad = next((i for i in ids if "\n" in i), None)
+    if bad is not None:
+        raise StageError(f"the id {bad!r}, chosen for val, holds a newline: pack_report/"
+                         "val_ids.txt lists one id a line; give the documents ids without one")
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes("".join(f"{i}\n" for i in ids).encode("utf-8"))
+    os.replace(tmp, path)
+
+
+def read_val_ids(path: str | os.PathLike) -> set[str]:
+    """The val ids as written: lines end in "\n" only (an id may hold a carriage return,
+    U+2028 or other breaks that str.splitlines would cut at, and read_text turns "\r"
+    into "\n")."""
+    text = Path(path).read_bytes().decode("utf-8")
+    return set(text[:-1].split("\n") if text.endswith("\n") else text.split("\n") if text else [])

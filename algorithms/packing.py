@@ -92,22 +92,6 @@ def val_threshold(shards: list[Path], val_ratio: float, seed: int) -> tuple[int,
     return threshold, n, k
 
 
-def read_val_ids(path: Path) -> set[str]:
-    """pack_report/val_ids.txt: one id a line, the lines ending in "\n" only (an id may
-    hold a carriage return, U+2028 or other breaks that str.splitlines would cut at)."""
-    text = path.read_bytes().decode("utf-8")   # not read_text: it turns "\r" into "\n"
-    return set(text[:-1].split("\n") if text.endswith("\n") else text.split("\n") if text else [])
-
-
-def check_val_ids(ids: list[str]) -> None:
-    """val_ids.txt lists one id a line: an id chosen for val that holds a newline is
-    refused, naming it (verify would read it as two ids, neither of them in val)."""
-    bad = next((i for i in ids if "\n" in i), None)
-    if bad is not None:
-        raise StageError(f"the id {bad!r}, chosen for val, holds a newline: pack_report/"
-                         "val_ids.txt lists one id a line; give the documents ids without one")
-
-
 def _repeated_ids(shards: list[Path], seed: int, h: np.ndarray, threshold: int, chosen: int,
                   k: int) -> str:
     """The error for ids that repeat among the ones chosen for val, naming one."""

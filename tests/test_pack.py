@@ -591,16 +591,21 @@ def test_val_ids_with_line_breaks_read_back_as_written(tmp_path):
     """val_ids.txt is one id a line, lines ending in "\\n": ids holding "\\r", U+2028, NEL,
     form feed or record separators read back whole (str.splitlines and read_text's
     newline translation cut them, and verify's item 8 then failed on a good pack); an id
-    holding "\\n" itself is refused by name when it is chosen for val."""
+    holding "\\n" itself is refused by name, and nothing is written."""
+    from algorithms.loader import read_val_ids, write_val_ids
+
     ids = ["doc\rpart", "doc\u2028part", "doc\x85part", "doc\x0cpart", "doc\x1epart", "", "plain"]
     f = tmp_path / "val_ids.txt"
-    f.write_text("".join(f"{i}\n" for i in ids), encoding="utf-8")   # as write_reports does
-    assert packing.read_val_ids(f) == set(ids)
-    f.write_text("", encoding="utf-8")
-    assert packing.read_val_ids(f) == set()
-    packing.check_val_ids(ids)
+    write_val_ids(f, ids)
+    assert f.read_bytes() == "".join(i + "\n" for i in ids).encode()
+    assert read_val_ids(f) == set(ids)
+    write_val_ids(f, [])
+    assert f.read_bytes() == b"" and read_val_ids(f) == set()
+    f.write_bytes(b"a\nb")                         # no newline after the last id
+    assert read_val_ids(f) == {"a", "b"}
     with pytest.raises(StageError, match=r"the id 'a\\nb', chosen for val, holds a newline"):
-        packing.check_val_ids(["ok", "a\nb"])
+        write_val_ids(tmp_path / "bad.txt", ["ok", "a\nb"])
+    assert not list(tmp_path.glob("bad.txt*"))
 
 
 def test_the_identity_check_sample_keeps_to_its_budget(tmp_path):
