@@ -56,7 +56,7 @@ from matplotlib.ticker import FuncFormatter
 
 from pipeline import layout
 from pipeline.errors import StageError, run_stage
-from pipeline.manifest import check_input, display_path, read_manifest
+from pipeline.manifest import check_input, display_path, read_manifest, source_name
 from pipeline.tables import human_bytes
 
 REPORT_NAME = "report.html"
@@ -304,17 +304,26 @@ def tool_fingerprints(d: dict) -> dict[str, str] | None:
     return None
 
 
+def packed_tokenizer(data: Path, pack: dict | None) -> tuple[Path | None, dict]:
+    """The manifest of the tokenizer pack read (data/tokenizer/'s, or one from elsewhere
+    with --tokenizer), resolved from the path pack's manifest records, and that record."""
+    rec = ((pack or {}).get("extra_inputs") or {}).get("tokenizer") or {}
+    rel = rec.get("manifest")
+    return ((data / rel).resolve() if isinstance(rel, str) else None), rec
+
+
 def run_states(data: Path) -> dict[str, State]:
     states = {s.key: stage_state(data, s) for s in STAGES}
     pack, tok = states["pack_parallel"], states["train_tokenizer"]
-    rec = ((pack.data or {}).get("extra_inputs") or {}).get("tokenizer") or {}
-    used = (data / str(rec["manifest"])).resolve() if isinstance(rec.get("manifest"), str) else None
+    used, rec = packed_tokenizer(data, pack.data)
     if pack.state == "ok" and used is not None:   # check_input follows the main input only
         here = used == (data / TOKENIZER_MANIFEST).resolve()
-        try:   # the tokenizer pack read: data/tokenizer/, or one from elsewhere
+        try:
             now = tok.data if here else read_manifest(used)
         except StageError:
             now = None
+        # data/tokenizer/ deleted is shown by next_step as a folder gone (pack's output
+        # stays usable); one from elsewhere that is gone or rewritten makes pack stale
         if (now or {}).get("output_fingerprint") != rec.get("fingerprint") and (now or not here):
             pack.state = "stale"
             pack.message = (f"{display_path(data)}/train.bin is stale: the tokenizer it was "
@@ -1394,17 +1403,15 @@ def config_note(key: str, manifest: dict) -> str:
     src = cfg.get("source") if isinstance(cfg.get("source"), dict) else {}
     if key == "download_data" and src.get("hub") and src.get("commit"):   # which version
         parts.append(f"{src['hub']} at commit {src['commit'][:12]}")
-    elif key == "download_data" and cfg.get("dataset") is None and src.get("local"):
-        parts.append(f"local files {src['local']}")   # --input: what the run read
+    elif key == "download_data" and cfg.get("dataset") is None and source_name(cfg):
+        parts.append(source_name(cfg))   # --input: the local files the run read
     return "; ".join(parts)
 
 
 def packed_elsewhere(run: Run) -> bool:
     """pack read a tokenizer from outside the data folder (--tokenizer elsewhere)."""
-    rec = ((run.m("pack_parallel") or {}).get("extra_inputs") or {}).get("tokenizer") or {}
-    rel = rec.get("manifest")
-    return isinstance(rel, str) and \
-        (run.data / rel).resolve() != (run.data / TOKENIZER_MANIFEST).resolve()
+    used, _ = packed_tokenizer(run.data, run.m("pack_parallel"))
+    return used is not None and used != (run.data / TOKENIZER_MANIFEST).resolve()
 
 
 def next_step(run: Run) -> Html:

@@ -44,8 +44,8 @@ from pipeline.errors import StageError, run_stage
 from pipeline.executors import add_executor_args, check_executor
 from pipeline.local_pool import start_pool_early
 from pipeline.lock import FolderLock
-from pipeline.manifest import (MANIFEST, check_input, display_path, read_manifest, upstream_path,
-                               write_json)
+from pipeline.manifest import (MANIFEST, check_input, display_path, read_manifest, source_name,
+                               upstream_path, write_json)
 from pipeline.tables import human_bytes, markdown_table, pct, table
 from pipeline.shards import list_shards, matches_record
 from algorithms.loader import read_val_ids, write_val_ids
@@ -65,6 +65,8 @@ def shown(text: str) -> str:
     control characters (escape sequences, NUL, carriage returns) as their visible
     symbols, so a document's bytes cannot move the cursor or run together."""
     return text.translate(SHOWN)
+
+
 BYTE_LEVEL_ARTEFACTS = set("ĠĊĉ")  # what ByteLevel-mapped text shows without its decoder
 
 ROUND_TRIP = ["Hello world", "机器学习模型训练", "emoji 😀 测试", "a" * 200,
@@ -716,8 +718,7 @@ def check_smoke_run(ctx: Context) -> Item:
     stages = [m.get("stage") for _, m in reversed(chain)]
     raw = chain[-1][1]
     dataset = (raw.get("config") or {}).get("dataset")
-    source = ((raw.get("config") or {}).get("source") or {}).get("local")   # --input FILES
-    what = dataset if dataset else f"local files {source}" if source else None
+    what = source_name(raw.get("config") or {})
     it.figures.append(f"{root}: " + " -> ".join(stages) + f" (dataset: {what})")
     missing = [s for s in ("download_data", "clean", "dedup_exact", "dedup_minhash",
                            "pack_parallel") if s not in stages]

@@ -49,6 +49,15 @@ def shape_error(m: dict) -> str | None:
     return None
 
 
+def source_name(config: dict) -> str | None:
+    """What download_data read, from its manifest's config: the dataset's name (sample,
+    a hub dataset), or "local files SPEC" for an --input run."""
+    src = config.get("source") if isinstance(config.get("source"), dict) else {}
+    if config.get("dataset"):
+        return str(config["dataset"])
+    return f"local files {src['local']}" if src.get("local") else None
+
+
 def read_manifest(path: str | os.PathLike) -> dict:
     path = Path(path)
     try:
