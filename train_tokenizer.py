@@ -21,9 +21,10 @@ The training sample (4.7 step 2):
 - --sample-ratio (0.05) of the corpus's text bytes, raised to --min-bytes (1 GB, or
   --max-bytes when that is smaller; the whole corpus when it is smaller) and capped at
   --max-bytes (2 GB). Each document is drawn by its seeded id hash, so the sample's size
-  lands within a few percent of the target, not on it. The tutorial says 2-5 GB is enough; the cap stays below 2^31 bytes because
-  BpeTrainer counts pairs in 32-bit integers (HF tokenizers issue 2058): a pair seen more
-  than 2,147,483,647 times wraps negative and is silently dropped. A sample of fewer than
+  lands within a few percent of the target, not on it. The tutorial says 2-5 GB is
+  enough; the cap stays below 2^31 bytes because BpeTrainer counts pairs in 32-bit
+  integers (HF tokenizers issue 2058): a pair seen more than 2,147,483,647 times wraps
+  negative and is silently dropped. A sample of fewer than
   2^31 bytes holds fewer than 2^31 adjacent byte pairs, so no count can wrap; a sample
   drawn above that (a --max-bytes at the limit) stops --trainer hf before training.
 - drawn evenly: a document is in the sample when a seeded hash of its id falls in the
