@@ -49,6 +49,7 @@ from pipeline.manifest import (MANIFEST, check_input, display_path, read_manifes
 from pipeline.tables import human_bytes, markdown_table, pct, table
 from pipeline.shards import list_shards, matches_record
 from algorithms.loader import read_val_ids, write_val_ids
+from algorithms.tokenizer_checks import token_counts
 from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, load_tokenizer,
                                 max_token_id, ordinary_tokenizer, tokenizer_hash)
 
@@ -410,8 +411,7 @@ def check_files(ctx: Context) -> Item:
     # included: a larger sample changes the estimate by far less than the tolerance)
     sample = ctx.corpus["sample"] or list(ctx.corpus["val"].values())
     s_bytes = sum(len(t.encode("utf-8")) for t in sample)
-    s_tokens = sum(len(e.ids) + 1 for e in ctx.doc_tok.encode_batch_fast(
-        sample, add_special_tokens=False))   # HF's ids, without the offsets
+    s_tokens = sum(token_counts(ctx.doc_tok, sample)) + len(sample)   # + an EOS each
     bpt = s_bytes / s_tokens
     est = c["bytes_out"] / bpt
     tokens = c["train"]["tokens"] + c["val"]["tokens"]
@@ -611,8 +611,7 @@ def check_compression(ctx: Context) -> Item:
     mins = {"en": ctx.args.min_cpt_en, "zh": ctx.args.min_cpt_zh}
     for lang in ("en", "zh"):
         chars = sum(len(t) for t in texts[lang])
-        tokens = sum(len(e.ids) for e in ctx.doc_tok.encode_batch_fast(
-            texts[lang], add_special_tokens=False))
+        tokens = sum(token_counts(ctx.doc_tok, texts[lang]))
         cpt = chars / max(tokens, 1)
         it.figures.append(f"{lang}: {cpt:.2f} characters per token ({chars:,} characters, "
                           f"{tokens:,} tokens; {len(HELD_OUT[lang])} held-out paragraphs, "

@@ -437,6 +437,29 @@ def test_compression_is_a_ratio_of_totals():
     assert tokenizer_checks.compression(len, [])["docs"] == 0
 
 
+def test_token_counts_in_pieces_are_the_whole_texts(trained):
+    """verify.py counts long documents in pieces (HF holds ~150 bytes per token of a
+    call): cut where the split pattern cuts, the counts are those of the whole texts."""
+    plain = ordinary_tokenizer(load_tokenizer(trained / "tokenizer.json"))
+    texts = pq.read_table(SAMPLE, columns=["text"]).column("text").to_pylist()
+    texts = [t for t in texts if t][:400] + ["\n".join(texts[:300])]   # and one long text
+    whole = [len(e.ids) for e in plain.encode_batch_fast(texts, add_special_tokens=False)]
+    assert tokenizer_checks.token_counts(plain, texts) == whole
+    # small pieces and batches: many cuts, in English (spaces) and Chinese (after 。，)
+    size, cut_zh, exact = 300, 0, 0
+    for t, n in zip(texts, whole):
+        ps = tokenizer_checks.pieces(t, size)
+        assert "".join(ps) == t and all(0 < len(p) <= size for p in ps)
+        if all(len(p) < size for p in ps[:-1]):   # no stretch was cut at `size`
+            assert sum(tokenizer_checks.token_counts(plain, ps, size, 1000)) == n
+            exact += len(ps) > 1
+            cut_zh += any(p[-1] in "。，！？；：、）" for p in ps[:-1])
+    assert exact > 100 and cut_zh > 10
+    assert tokenizer_checks.token_counts(plain, []) == []
+    # a stretch with no place to cut is cut at `size`: nothing lost, no piece too long
+    assert tokenizer_checks.pieces("机" * 1000, 300) == ["机" * 300] * 3 + ["机" * 100]
+
+
 def test_bench_smoke():
     """bench/bench_tokenizer.py runs and returns its rows (shape, not speed)."""
     import bench_tokenizer
