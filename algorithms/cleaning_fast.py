@@ -125,7 +125,7 @@ def _line_hash(data, a, b):
 @njit(cache=True)
 def _scan(data, offsets, valid, alnum_t, space_t, chars, dup, run, alnum):
     """One pass over each document's characters: their count, the alnum ones, the
-    longest run of one character, and its lines (split on "\n", stripped, blank ones
+    longest run of one character (not "\n"), and its lines (split on "\n", stripped, blank ones
     left out), each line's first and last non-space character tracked as the pass goes
     and its bytes hashed when its "\n" is reached."""
     n = offsets.shape[0] - 1
@@ -161,7 +161,7 @@ def _scan(data, offsets, valid, alnum_t, space_t, chars, dup, run, alnum):
                 else:
                     cur = 1
                     prev = cp
-                if cur > best:
+                if cur > best and cp != 10:   # a run of newlines is not a run (2.3's `.`)
                     best = cur
                 if cp != 10:
                     if not space_t[cp]:

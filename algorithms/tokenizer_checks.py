@@ -22,14 +22,14 @@ measure_compression_fast, tested to give the same counts), ten times faster.
 
 from __future__ import annotations
 
-import re
-
 import pyarrow as pa
 
 from pipeline.errors import StageError
 from pipeline.tables import human_bytes
 
-from .tokenizer_file import EOS_TOKEN, SPECIAL_TOKENS, max_token_id, ordinary_tokenizer
+from .tokenizer_file import (BATCH_CHARS, EOS_TOKEN, PIECE_CHARS, SPECIAL_TOKENS, max_token_id,
+                             ordinary_tokenizer, piece_batches,
+                             splits_like_gpt2)
 
 ID_LIMIT = 65535               # every id must be below this to be stored as uint16 (4.6)
 
@@ -131,56 +131,18 @@ def compression(encode_lengths, texts: list[str]) -> dict:
             "docs": len(texts), "chars": chars, "bytes": nbytes, "tokens": tokens}
 
 
-# HF keeps about 150 bytes for each token of every encoding in a batch until the call
-# returns (3 GB for one 20 MB document): long texts are counted in pieces, a batch of
-# pieces at a time.
-PIECE_CHARS = 1 << 16
-BATCH_CHARS = 1 << 20
-# Where the GPT-2 split pattern (ByteLevel's) always cuts, so that cutting the text there
-# changes no token: before a lone space or newline between two non-space characters, and
-# between punctuation (not an apostrophe: "'s") and a letter or digit, as in "。中".
-_CUT = re.compile(r"(?<=\S)[ \n](?=\S)|(?<=[^\w\s'])(?=[^\W_])")
-
-
-def pieces(text: str, size: int = PIECE_CHARS) -> list[str]:
-    """`text` in pieces of at most `size` characters, each cut where _CUT says the
-    tokenizer cuts too (the last such place in the piece's second half), so the pieces'
-    token counts add up to the text's; a stretch without one is cut at `size`."""
-    out, start = [], 0
-    while len(text) - start > size:
-        end = start + size
-        cuts = [m.start() for m in _CUT.finditer(text, start + size // 2, end)]
-        cut = cuts[-1] if cuts else end
-        out.append(text[start:cut])
-        start = cut
-    out.append(text[start:])
-    return out
-
-
 def token_counts(plain, texts: list[str], piece: int = PIECE_CHARS,
                  batch: int = BATCH_CHARS) -> list[int]:
     """The number of tokens of each text under `plain` (ordinary_tokenizer's: special
-    tokens are plain text), with HF's memory bounded: long texts in pieces, and at most
-    about `batch` characters per encode_batch_fast call."""
+    tokens are plain text), with HF's memory bounded: about `batch` characters per
+    encode_batch_fast call, and long texts in pieces (for a tokenizer that splits like
+    GPT-2: the same counts, but near a stretch of `piece` characters with no place to
+    cut; for an estimate, and any other tokenizer's texts are counted whole)."""
     counts = [0] * len(texts)
-    todo: list[tuple[int, str]] = []
-    size = 0
-
-    def flush():
+    for todo in piece_batches(texts, piece, batch, cut=splits_like_gpt2(plain)):
         encs = plain.encode_batch_fast([p for _, p in todo], add_special_tokens=False)
         for (i, _), e in zip(todo, encs):
             counts[i] += len(e.ids)
-        todo.clear()
-
-    for i, text in enumerate(texts):
-        for p in pieces(text, piece):
-            todo.append((i, p))
-            size += len(p)
-            if size >= batch:
-                flush()
-                size = 0
-    if todo:
-        flush()
     return counts
 
 

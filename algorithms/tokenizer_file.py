@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from pipeline.errors import StageError
@@ -182,3 +183,79 @@ def to_tiktoken(tok, name: str = "self_trained"):
                                  special_tokens=special)
     except Exception:  # duplicate ranks and similar: fall back to HF
         return None
+
+
+# HF keeps about 150 bytes for each token of every encoding in a batch until the call
+# returns (3 GB for one 20 MB document): long texts are counted in pieces, a batch of
+# pieces at a time.
+PIECE_CHARS = 1 << 16
+BATCH_CHARS = 1 << 20
+# Where the GPT-2 split pattern (ByteLevel's) always cuts, so that cutting the text there
+# changes no token: before a lone space or newline between two non-space characters, and
+# between punctuation (not an apostrophe: "'s") and a letter or digit, as in "。中".
+_CUT = re.compile(r"(?<=\S)[ \n](?=\S)|(?<=[^\w\s'])(?=[^\W_])")
+
+
+def pieces(text: str, size: int = PIECE_CHARS, hard: bool = True) -> list[str]:
+    """`text` in pieces of about `size` characters, each cut where _CUT says the tokenizer
+    cuts too (the last such place in the piece's second half), so that the pieces' ids,
+    joined, are the text's. A stretch without such a place is cut at `size` (hard: the
+    ids near that cut may differ; counts for an estimate) or left whole (not hard)."""
+    out, start = [], 0
+    while len(text) - start > size:
+        end = start + size
+        cuts = [m.start() for m in _CUT.finditer(text, start + size // 2, end)]
+        if cuts:
+            cut = cuts[-1]
+        elif hard:
+            cut = end
+        else:   # the next place to cut, however far
+            m = _CUT.search(text, end)
+            if m is None:
+                break
+            cut = m.start()
+        out.append(text[start:cut])
+        start = cut
+    out.append(text[start:])
+    return out
+
+
+def splits_like_gpt2(tok) -> bool:
+    """Whether `tok` cuts text where _CUT does: no normalizer, and a ByteLevel pre-tokenizer
+    with GPT-2's regex and no prefix space (the model then encodes each piece alone)."""
+    from tokenizers import pre_tokenizers
+
+    pre = tok.pre_tokenizer
+    return (tok.normalizer is None and isinstance(pre, pre_tokenizers.ByteLevel)
+            and pre.use_regex and not pre.add_prefix_space)
+
+
+def piece_batches(texts: list[str], piece: int = PIECE_CHARS, batch: int = BATCH_CHARS,
+                  hard: bool = True, cut: bool = True):
+    """Lists of (text index, piece) of about `batch` characters each: every text's
+    pieces (pieces()), in order; each text whole when not `cut`."""
+    todo: list[tuple[int, str]] = []
+    size = 0
+    for i, text in enumerate(texts):
+        for p in (pieces(text, piece, hard) if cut else [text]):
+            todo.append((i, p))
+            size += len(p)
+            if size >= batch:
+                yield todo
+                todo, size = [], 0
+    if todo:
+        yield todo
+
+
+def encode_bounded(plain, texts: list[str], piece: int = PIECE_CHARS,
+                   batch: int = BATCH_CHARS) -> list[list[int]]:
+    """plain.encode_batch_fast(texts)'s ids (plain: ordinary_tokenizer's), with HF's memory
+    bounded: about `batch` characters per call, and a long text in pieces cut only where
+    the split pattern cuts, so the ids are the same (a tokenizer that does not split like
+    GPT-2 gets its texts whole)."""
+    out: list[list[int]] = [[] for _ in texts]
+    for todo in piece_batches(texts, piece, batch, hard=False, cut=splits_like_gpt2(plain)):
+        encs = plain.encode_batch_fast([p for _, p in todo], add_special_tokens=False)
+        for (i, _), e in zip(todo, encs):
+            out[i].extend(e.ids)
+    return out

@@ -24,6 +24,8 @@ def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None
     except StageError as e:
         print(f"error: {e}", file=sys.stderr)
         _exit(2)
+    except BrokenPipeError:   # the reader of a pipe quit early (`| head`)
+        _stdout_closed()
     except OSError as e:
         from .disk import write_error_line
 
@@ -37,6 +39,20 @@ def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None
               file=sys.stderr)
         _exit(130)
     _exit(int(rc or 0))
+
+
+def _stdout_closed() -> None:
+    """Standard output went to a pipe whose reader quit: one line to stderr (if it is still
+    open) instead of a traceback, and the exit status of a process killed by SIGPIPE."""
+    import os
+
+    try:   # the interpreter's last flush of stdout would fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print("stopped: standard output was closed (a pipe into head?) before everything "
+              "was printed; what was already written stays", file=sys.stderr)
+    except OSError:
+        pass
+    _exit(141)
 
 
 def _exit(code: int) -> None:

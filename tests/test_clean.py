@@ -83,11 +83,16 @@ def test_dup_lines_catches_repeated_navigation():
 
 
 def test_char_repeat_matches_the_tutorial_regex(sample_rows):
-    rx = re.compile(r"(.)\1{50,}", re.S)
-    texts = [r["text"] for r in sample_rows] + ["a" * 51, "a" * 50, "", "=" * 80 + "\ntext"]
+    """2.3's regex as written: its `.` matches anything but a newline, so 60 blank lines
+    in a row are no run, and 51 spaces or carriage returns are."""
+    rx = re.compile(r"(.)\1{50,}")
+    texts = [r["text"] for r in sample_rows] + ["a" * 51, "a" * 50, "", "=" * 80 + "\ntext",
+                                               "text" + "\n" * 60 + "more", "\n" * 200,
+                                               " " * 51, "\r" * 51, "\r\n" * 60, "\n" * 60 + "b" * 51]
     for t in texts:
         assert (cleaning.longest_char_run(t) > 50) == bool(rx.search(t)), t[:80]
     assert cleaning.longest_char_run("xx" + "=" * 80 + "yy") == 80
+    assert cleaning.longest_char_run("a\n\n\n\nbb") == 2 and cleaning.longest_char_run("\n" * 9) == 0
 
 
 def test_low_alnum_counts_chinese_the_isascii_trap(sample_rows):
@@ -301,7 +306,8 @@ def test_compiled_signals_equal_the_python_definitions(sample_rows):
               "Σ", "é", "\u2028", "=", "\x00", "\n\n", "  ", "ab\r\n"]
     texts = [r["text"] for r in sample_rows]
     texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(3000)]
-    texts += ["", "\n", " \n ", "x", "aaa\naaa\n\naaa", "=" * 80]
+    texts += ["", "\n", " \n ", "x", "aaa\naaa\n\naaa", "=" * 80, "a" + "\n" * 80 + "bb",
+              "\n" * 70, "\n" * 60 + "=" * 55 + "\n" * 3]
     # many lines (the tables grow), long lines differing only past their first 8 bytes or
     # in their last byte, and lines stripped of multi-byte whitespace
     texts += ["\n".join(f"{'same prefix ' * (i % 3)}line {i % 700}" for i in range(5000)),

