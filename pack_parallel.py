@@ -13,7 +13,9 @@ What it does, in the order the tutorial asks for it:
   never becomes a special token (a literal "<|endoftext|>" is encoded as plain bytes).
 - 4.6 a tokenizer whose largest id does not fit in uint16 is refused before any work.
 - 5.5 one task per unit of at most --task-mb MB of the input (a few row groups of one
-  shard): each task loads the tokenizer itself and writes its own part files; the
+  shard): each task has its own encoders (built in the worker, or, in a pool forked
+  from this process, built once before the fork and inherited; never pickled) and
+  writes its own part files; the
   driver concatenates the parts in corpus order, so the output is byte-identical for any
   --workers, any --task-mb and on every rerun.
 - Memory is bounded by --batch-rows: a task encodes a batch, writes it as uint16 and

@@ -58,7 +58,7 @@ The training sample (4.7 step 2):
   Chinese text, and are saved as report/heldout.parquet for compare_tokenizers.py.
 
 Before anything is saved, the tokenizer is checked (4.7 step 5) and the stage fails on
-any miss: the vocabulary has exactly --vocab-size ids and the largest is below 65535; the
+any miss: the vocabulary has exactly --vocab-size ids and the largest is at most 65535; the
 encode/decode round trip is lossless on English, Chinese, emoji, 200 times "a", mixed
 scripts, whitespace runs, control characters and real documents; the special tokens sit
 at ids 0-10; and a literal "<|endoftext|>" in plain text is NOT encoded as the special
@@ -352,10 +352,10 @@ def flags(p, argv) -> None:
 def check(args) -> None:
     """Refuse flags that cannot give a usable tokenizer, before any work."""
     least = 256 + len(SPECIAL_TOKENS) + 1   # the bytes, the special tokens, one merge
-    if not least <= args.vocab_size < tokenizer_checks.ID_LIMIT:
+    if not least <= args.vocab_size <= tokenizer_checks.ID_LIMIT:   # ids 0 .. vocab - 1
         raise StageError(f"--vocab-size {args.vocab_size}: must be between {least} (the 256 "
                          f"bytes, {len(SPECIAL_TOKENS)} special tokens and one merge) and "
-                         f"{tokenizer_checks.ID_LIMIT - 1}, so every id fits in uint16 (4.6)")
+                         f"{tokenizer_checks.ID_LIMIT}, so every id fits in uint16 (4.6)")
     if not 0 < args.sample_ratio <= 1:
         raise StageError(f"--sample-ratio {args.sample_ratio}: must be in (0, 1]")
     if args.max_bytes > PAIR_COUNT_LIMIT:

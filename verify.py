@@ -15,7 +15,8 @@ its likely cause and the stage to rerun, as the table in section 7 does:
    4  EOS count in each .bin = documents packed into it; EOS density reported
    5  the cleaning stats table is present; a rule removing > 30% is flagged
    6  document and byte counts before and after both dedup stages
-   7  compression (characters per token) on English and Chinese held-out text
+   7  compression (characters per token) on English and Chinese text: fixed paragraphs,
+      the documents train_tokenizer.py held out, and the val documents
    8  no validation document in train: exact (normalised hash) and near-duplicate
       (MinHash signatures of dedup_minhash.py, Jaccard >= 0.8)
    9  the same pipeline ran end to end on the smoke data set (sample or TinyStories)
@@ -864,7 +865,8 @@ def parse_args(argv):
     p.add_argument("--report", "--output", dest="report", default=None,
                    help="where the report goes (default: DATA_DIR/verify_report.md, and .json beside it)")
     p.add_argument("--windows", type=int, default=10, help="random windows to decode (default 10)")
-    p.add_argument("--window-tokens", type=int, default=100, help="tokens per window (default 100)")
+    p.add_argument("--window-tokens", type=int, default=200,
+                   help="tokens per window (default 200, as section 6 decodes)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random windows")
     p.add_argument("--size-tolerance", type=float, default=0.10,
                    help="allowed deviation of packed tokens from the estimate (default 0.10)")

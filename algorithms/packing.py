@@ -2,7 +2,8 @@
 concatenated into one flat uint16 array, with the validation split made by document.
 
 The tutorial's version (5.4, 5.5), which is the reference here (`pack_reference` below is
-exactly that, run by the tests against the fast path):
+this loop with the second departure listed after it, run by the tests against the fast
+path):
 
     ids = []
     for t in texts:

@@ -1,6 +1,8 @@
 """The tokenizer's checks (tutorial 4.7 step 5) and its compression (4.5).
 
-The tutorial's checks, which every check here contains:
+The tutorial's checks, which the checks here contain (its three strings are the
+beginnings of the english, chinese and emoji cases; the round trip of a byte-level
+BPE does not depend on what surrounds a string):
 
     assert tok.get_vocab_size() == 32000
     for s in ["Hello world", "机器学习模型训练", "emoji 😀 测试", "a" * 200]:
@@ -8,7 +10,7 @@ The tutorial's checks, which every check here contains:
     for t in ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]:
         print(t, tok.token_to_id(t))
 
-and what it leaves out: the largest id below 65535 (4.6: uint16), special tokens at their
+and what it leaves out: the largest id at most 65535 (4.6: uint16), special tokens at their
 ids, round trips on mixed scripts, whitespace runs, control characters and real
 documents, and a literal "<|endoftext|>" in a web page encoded as plain text, never as
 the special id (a page must not forge a document boundary). Any miss is a StageError:
@@ -27,11 +29,10 @@ import pyarrow as pa
 from pipeline.errors import StageError
 from pipeline.tables import human_bytes
 
-from .tokenizer_file import (BATCH_CHARS, EOS_TOKEN, PIECE_CHARS, SPECIAL_TOKENS, max_token_id,
-                             ordinary_tokenizer, piece_batches,
-                             splits_like_gpt2)
+from .tokenizer_file import (BATCH_CHARS, EOS_TOKEN, PIECE_CHARS, SPECIAL_TOKENS, UINT16_LIMIT,
+                             max_token_id, ordinary_tokenizer, piece_batches, splits_like_gpt2)
 
-ID_LIMIT = 65535               # every id must be below this to be stored as uint16 (4.6)
+ID_LIMIT = UINT16_LIMIT        # every id must be below this (65,536) to be stored as uint16 (4.6)
 
 
 # The round trip must be lossless on these (4.7 step 5, and the cases it leaves out).

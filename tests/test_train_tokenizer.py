@@ -240,6 +240,7 @@ def test_too_small_corpus_says_how_far_it_got(sample_layout, tmp_path):
 
 @pytest.mark.parametrize("args, words", [
     (["--vocab-size", "70000"], "uint16"),
+    (["--vocab-size", "65537"], "and 65536, so every id fits in uint16"),   # 4.6: ids 0-65535
     (["--vocab-size", "200"], "special tokens"),
     (["--vocab-size", "0"], "must be between 268 (the 256 bytes, 11 special tokens"),
     (["--max-bytes", "3000000000"], "issue 2058"),
