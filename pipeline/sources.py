@@ -130,6 +130,8 @@ def read_parquet(path: Path, source: str, skips: Skips, keep: list[str],
             t = pa.Table.from_batches([batch])
             n = t.num_rows
             ids = pc.cast(t.column("id"), pa.string()) if has_id else None
+            if ids is not None:   # an empty id is no id
+                ids = pc.if_else(pc.equal(pc.binary_length(ids), 0), pa.scalar(None, pa.string()), ids)
             if ids is None or ids.null_count:   # no id, or none for some rows: file#row
                 made = strings([f"{source}#{i}" for i in range(row, row + n)])
                 ids = made if ids is None else pc.if_else(pc.is_valid(ids), ids, made)
@@ -228,7 +230,8 @@ def read_jsonl(path: Path, source: str, skips: Skips, text_field: str = "text",
                     skips.bad(path, f"line {lineno}", f"an id that is a {type(rid).__name__} "
                                                       "(ids are strings or numbers)")
                     continue
-                rid = str(rid) if rid is not None else f"{source}#{lineno}"
+                # no id, or an empty one (no id at all downstream): file#line
+                rid = str(rid) if rid not in (None, "") else f"{source}#{lineno}"
                 if "\\u" in line and not _encodable(text, rid):
                     # an escape of a lone surrogate ("\ud800") is valid JSON, but no
                     # UTF-8 text: the only way a line that decoded can hold one

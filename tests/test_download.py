@@ -458,8 +458,8 @@ def test_json_python_cannot_load_and_bad_ids_are_bad_records(tmp_path):
     """Lines that are JSON but not loadable text (a lone surrogate escape, an integer of
     5,000 digits, arrays nested 100,000 deep, a record that is not an object) and parquet
     rows whose id or metadata is not UTF-8 are bad records like any other: counted and
-    skipped, or one line naming file and place. A null id in parquet gets the file#row
-    id a record without one gets."""
+    skipped, or one line naming file and place. A null or empty id gets the file#row (or
+    file#line) id a record without one gets."""
     d = tmp_path / "in"
     d.mkdir()
     (d / "a.jsonl").write_text(
@@ -471,10 +471,11 @@ def test_json_python_cannot_load_and_bad_ids_are_bad_records(tmp_path):
         '["text", "a list"]\n'                                        # line 6
         '{"text": "x", "id": true}\n'                                  # line 7
         '{"text": "x", "id": ["a"]}\n'                                 # line 8
-        '{"text": "kept \\u00e9 two", "id": 7}\n', encoding="utf-8")
+        '{"text": "kept \\u00e9 two", "id": 7}\n'
+        '{"text": "kept three", "id": ""}\n', encoding="utf-8")            # line 10
     bad = pa.array([b"ok", b"a\xff", b"ok2"], pa.binary()).view(pa.string())
-    pq.write_table(pa.table({"id": ["p0", None, "p2"], "text": ["t0", "t1", "t2"],
-                             "meta": ["m0", "m1", "m2"]}), d / "b.parquet")
+    pq.write_table(pa.table({"id": ["p0", None, "p2", ""], "text": ["t0", "t1", "t2", "t3"],
+                             "meta": ["m0", "m1", "m2", "m3"]}), d / "b.parquet")
     pq.write_table(pa.table({"id": bad, "text": ["u0", "u1", "u2"]}), d / "c.parquet")
     pq.write_table(pa.table({"id": ["v0", "v1", "v2"], "text": ["v0", "v1", "v2"],
                              "meta": bad}), d / "e.parquet")
@@ -495,13 +496,14 @@ def test_json_python_cannot_load_and_bad_ids_are_bad_records(tmp_path):
                    ("line 4", "JSON that cannot be loaded"), ("line 5", "JSON that cannot be loaded"),
                    ("line 6", "not a JSON object"), ("line 7", "an id that is a bool"),
                    ("line 8", "an id that is a list")]
-    texts = [t for s in list_shards(out) for t in pq.read_table(s).column("text").to_pylist()]
-    assert texts == ["kept one", "kept \u00e9 two"]
+    t = pa.concat_tables([pq.read_table(s) for s in list_shards(out)])
+    assert t.column("text").to_pylist() == ["kept one", "kept \u00e9 two", "kept three"]
+    assert t.column("id").to_pylist() == ["a.jsonl#1", "7", "a.jsonl#10"]   # "" is no id
     out = tmp_path / "raw_b"
     run_script("download_data.py", "--input", d / "b.parquet", "--output", out)
     t = pq.read_table(list_shards(out)[0])
-    assert t.column("id").to_pylist() == ["p0", "b.parquet#1", "p2"]
-    assert t.column("meta").to_pylist() == ["m0", "m1", "m2"]
+    assert t.column("id").to_pylist() == ["p0", "b.parquet#1", "p2", "b.parquet#3"]
+    assert t.column("meta").to_pylist() == ["m0", "m1", "m2", "m3"]
     pq.write_table(pa.Table.from_arrays([pa.array(["a"]), pa.array(["b"])],
                                         names=["text", "text"]), d / "two.parquet")
     cp = run_script("download_data.py", "--input", d / "two.parquet", "--output",
