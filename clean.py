@@ -1023,7 +1023,7 @@ def check(args) -> None:
     # (the rules together were checked by flags(), before their flags were made)
     # fail now, with one line, rather than inside every task
     check_languages(args, recipe, check_lid(lid_path(args)))
-    if args.export_signals:
+    if args.export_signals is not None:
         check_export_path(args)
 
 
@@ -1043,6 +1043,9 @@ def check_languages(args, recipe: Recipe, known: set[str]) -> None:
             raise StageError(f"{where}: names {seen[0]} twice")
 
     unknown(recipe.languages, f"--languages {args.languages}")
+    for r in recipe.rules:   # a rule file's declaration: a typo would apply it to nothing
+        if r.languages:
+            unknown(r.languages, f"rule {r.name!r}'s languages {tuple(r.languages)!r}")
     twice(list(recipe.languages), f"--languages {args.languages}")
     for r in recipe.rules:
         t = recipe.threshold(r)
@@ -1068,6 +1071,9 @@ def check_export_path(args) -> None:
     if getattr(args, "sweep", None):
         raise StageError(f"--export-signals {args.export_signals}: a sweep only reports "
                          "(it writes no output); export with a run, without --sweep")
+    if Path(args.export_signals).suffix.lower() != ".parquet":   # never onto a rule file
+        raise StageError(f"--export-signals {args.export_signals!r}: the export is a parquet "
+                         "file; name it *.parquet")
     dest = Path(args.export_signals).resolve()
     out = Path(args.output).resolve()
     owned = {"--input": Path(args.input).resolve(), "--output": out,
@@ -1077,6 +1083,14 @@ def check_export_path(args) -> None:
             raise StageError(f"--export-signals {args.export_signals}: inside {what} "
                              f"({folder}); write it elsewhere")
     check_out_path("--export-signals", args.export_signals, folder=False)
+    probe = dest.with_name(dest.name + ".probe")   # a place that takes no file: now, not
+    try:                                           # after the whole run
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        probe.open("wb").close()
+        probe.unlink()
+    except OSError as e:
+        raise StageError(f"--export-signals {args.export_signals}: cannot write there "
+                         f"({e.strerror or e})") from None
 
 
 def lid_path(args) -> Path:

@@ -25,6 +25,7 @@ runs, on whole batches, with the signals measured in compiled code
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import math
@@ -148,14 +149,32 @@ def _source_version(fn: Callable) -> str:
     """A user's measure function is known by its code, and a function of a rule file by
     the whole file: editing the function, or a constant or a helper beside it,
     invalidates what was kept of it."""
+    if isinstance(fn, functools.partial):   # its function, and what it was given
+        code = (_source_version(fn.func) + repr(fn.args)
+                + repr(sorted(fn.keywords.items())))
+        return hashlib.sha1(code.encode()).hexdigest()[:12]
+    if not inspect.isfunction(fn) and not inspect.ismethod(fn) and callable(fn):
+        fn = type(fn).__call__   # a callable object: its class's code (never its address)
     try:
         if getattr(fn, "__module__", "").startswith(USER_MODULE):
             code = fn.__qualname__ + "\n" + Path(fn.__code__.co_filename).read_text("utf-8")
         else:
             code = inspect.getsource(fn)
     except (OSError, TypeError, AttributeError, UnicodeDecodeError):
-        code = getattr(fn, "__qualname__", repr(fn))
+        code = getattr(fn, "__qualname__", None) or type(fn).__qualname__
     return hashlib.sha1(code.encode()).hexdigest()[:12]
+
+
+def in_rule_file(fn) -> bool:
+    """Whether a measure (a function, a partial of one, a callable object, or a Measure of
+    a Pass) is code of a user's rule file."""
+    if isinstance(fn, Measure):
+        fn = fn.source.fn
+    if isinstance(fn, functools.partial):
+        fn = fn.func
+    if not inspect.isfunction(fn) and not inspect.ismethod(fn) and callable(fn):
+        fn = type(fn)
+    return (getattr(fn, "__module__", "") or "").startswith(USER_MODULE)
 
 
 @dataclass(frozen=True)
@@ -206,8 +225,9 @@ class Rule:
         """What the kept signal depends on: the rule's declared version, and for a user's
         function its code."""
         m = self.measure
-        if isinstance(m, Measure):
-            return f"{m.source.version}"
+        if isinstance(m, Measure):   # a pass of a rule file: its code too
+            return (f"{m.source.version}:{_source_version(m.source.fn)}" if in_rule_file(m)
+                    else f"{m.source.version}")
         return f"{self.version}:{_source_version(m)}" if m is not None else self.version
 
     def removed(self, values: np.ndarray, threshold) -> np.ndarray:
@@ -222,8 +242,13 @@ class Rule:
         op = "<" if self.removes == "below" else ">"
         return self.shows.format(t=shown, op=op) if self.shows else f"{self.signal} {op} {shown}"
 
-    def value_of(self, v) -> int | float:
-        return int(v) if self.kind is int else round(float(v), 4)
+    def value_of(self, v) -> int | float | str:
+        """A measured value as the reports write it; an infinite one as "inf" or "-inf"
+        (JSON has no number for it)."""
+        if self.kind is int:
+            return int(v)
+        v = float(v)
+        return round(v, 4) if math.isfinite(v) else ("inf" if v > 0 else "-inf")
 
 
 @dataclass(frozen=True)
@@ -362,16 +387,27 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
 RESERVED_SIGNALS = ("id", "verdict", "bytes", "lang", "lang_conf",
                     *(f"{p}_{x}" for p in ("head", "tail", "full") for x in ("lang", "conf")))
 MAX_RULES = 127   # a document's outcome is the index of the rule that removed it, in an int8
+# What a rule may not be called: the tables' row of the documents no rule removed.
+RESERVED_NAMES = ("kept",)
+# What a rule's flag may not be (its config key is the flag's name): clean's own settings.
+RESERVED_KEYS = ("languages", "lid_chars", "rules", "rule_code", "lid_model", "report_all",
+                 "examples", "example_chars", "warn_share", "task_mb", "keep_signals")
+MAX_NAME = 100    # it names report files (removed_NAME.jsonl)
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*")
 
 
 def declaration_error(r: Rule) -> str | None:
     """What is wrong with one rule's declaration, or None."""
-    if not isinstance(r.name, str) or not _NAME.fullmatch(r.name):
-        return "its name must be letters, digits, '_', '.' or '-' (it names a report file)"
+    if not isinstance(r.name, str) or not _NAME.fullmatch(r.name) or len(r.name) > MAX_NAME:
+        return (f"its name must be 1 to {MAX_NAME} letters, digits, '_', '.' or '-' (it "
+                "names a report file)")
+    if r.name in RESERVED_NAMES:
+        return f"{r.name!r} names the tables' row of the documents no rule removed"
     if not isinstance(r.flag, str) or not _FLAG.fullmatch(r.flag):
         return f"its flag {r.flag!r} must look like --min-something (lower case)"
+    if r.key in RESERVED_KEYS:
+        return f"its flag {r.flag} names one of clean.py's own settings in the manifest"
     if not isinstance(r.signal, str) or not r.signal or r.signal in RESERVED_SIGNALS:
         return (f"its signal {r.signal!r} is a name the stage uses itself "
                 f"({', '.join(RESERVED_SIGNALS[:5])}, ...): choose another")
@@ -383,11 +419,26 @@ def declaration_error(r: Rule) -> str | None:
         edges = np.asarray(r.bins, dtype=np.float64)
     except (TypeError, ValueError):
         edges = np.zeros(0)
-    if edges.ndim != 1 or len(edges) < 2 or not np.all(np.diff(edges) > 0):
-        return "bins must be at least two increasing edges (the report's histogram)"
+    if edges.ndim != 1 or len(edges) < 2 or not np.all(np.diff(edges) > 0) \
+            or not np.all(np.isfinite(edges)):
+        return "bins must be at least two increasing, finite edges (the report's histogram)"
+    if r.scale not in ("linear", "log"):
+        return f"its scale {r.scale!r} must be 'linear' or 'log'"
+    if r.languages is not None and (isinstance(r.languages, str) or not r.languages or not all(
+            isinstance(x, str) and re.fullmatch(r"[a-z]{2,3}", x) for x in r.languages)):
+        return (f"its languages {r.languages!r} must be None (every language) or a tuple of "
+                "fastText language codes, such as ('en',) or ('en', 'zh')")
     t = r.threshold
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
         return f"its threshold {t!r} must be a finite number"
+    lo, hi = r.valid
+    if (lo is not None and t < lo) or (hi is not None and t > hi):
+        return f"its threshold {t!r} is outside its own valid range {r.valid!r}"
+    try:
+        r.threshold_text(t)
+    except (KeyError, IndexError, ValueError, AttributeError) as e:
+        return (f"its shows template {r.shows!r} cannot be filled ({type(e).__name__}: {e}); "
+                "it may name only {t}, the threshold, and {op}")
     return None
 
 
@@ -482,6 +533,12 @@ class Recipe:
         out["languages"] = list(self.languages)
         out["lid_chars"] = self.lid_chars
         out["rules"] = list(self.packs)
+        # the code of a rule file's rules: an edited file is another config, so a run it
+        # stopped does not resume with what the old code measured, and its sweeps go stale
+        code = {r.name: r.signal_version for r in self.rules
+                if r.measure is not None and in_rule_file(r.measure)}
+        if code:
+            out["rule_code"] = code
         return out
 
     def spec(self) -> dict:
@@ -547,6 +604,18 @@ def _user_values(rule: Rule, fn: Callable, texts) -> np.ndarray:
         i = int(np.flatnonzero(np.isnan(values))[0])
         raise StageError(f"rule {rule.name!r}: its measure gave NaN (document {i} of a batch "
                          f"of {len(texts)}); a signal must be a number")
+    if rule.kind is int:   # kept as int64: a value that is not one would change silently
+        if values.dtype.kind == "f":
+            bad = ~np.isfinite(values) | (values != np.round(values)) | (np.abs(values) >= 2.0 ** 63)
+        elif values.dtype.kind == "u":
+            bad = values > np.iinfo(np.int64).max
+        else:
+            bad = np.zeros(len(values), bool)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise StageError(f"rule {rule.name!r} is declared int, but its measure gave "
+                             f"{values[i].item()!r} (document {i} of a batch of {len(texts)}): return "
+                             "whole numbers of int64, or declare it float")
     return values
 
 

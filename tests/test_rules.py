@@ -190,9 +190,9 @@ BAD_RULES = {   # a rule file's body -> what the one-line error says
     "flag no dashes": (_R.format(signal="xs", measure="ones", flag="min-x"),
                        "its flag 'min-x' must look like --min-something"),
     "no bins": ('RULES = [Rule("x", "d", "xs", ones, 0.5, "below", "--x-min")]',
-                "bins must be at least two increasing edges"),
+                "bins must be at least two increasing"),
     "name a path": ('RULES = [Rule("../x", "d", "xs", ones, 0.5, "below", "--x-min", '
-                    'bins=(0, 1))]', "its name must be letters"),
+                    'bins=(0, 1))]', "its name must be 1 to 100 letters, digits"),
     "no measure": (_R.format(signal="xs", measure="None", flag="--x-min"), "it has no measure"),
     "too many": ('RULES = [Rule(f"x{i}", "d", f"s{i}", ones, 0.5, "below", f"--x{i}", '
                  'bins=(0, 1)) for i in range(130)]', "at most 127 run together"),
@@ -204,7 +204,32 @@ BAD_RULES = {   # a rule file's body -> what the one-line error says
             "rule 'x': its measure gave NaN"),
     "raises": (_R.format(signal="xs", measure="boom", flag="--x-min"),
                "rule 'x': its measure raised RuntimeError: boom"),
+    "named kept": (_R.replace('"x"', '"kept"').format(signal="xs", measure="ones", flag="--x-min"),
+                   "'kept' names the tables' row of the documents no rule removed"),
+    "long name": (_R.replace('"x"', '"' + "x" * 300 + '"').format(signal="xs", measure="ones",
+                                                                   flag="--x-min"),
+                  "its name must be 1 to 100 letters"),
+    "settings key": (_R.format(signal="xs", measure="ones", flag="--example-chars"),
+                     "its flag --example-chars names one of clean.py's own settings"),
+    "shows field": ('RULES = [Rule("x", "d", "xs", ones, 0.5, "below", "--x-min", bins=(0, 1), '
+                    'shows="ends < {x}")]', "its shows template 'ends < {x}' cannot be filled"),
+    "infinite bin": ('RULES = [Rule("x", "d", "xs", ones, 0.5, "below", "--x-min", '
+                     'bins=(0, 1, float("inf")))]', "increasing, finite edges"),
+    "scale": ('RULES = [Rule("x", "d", "xs", ones, 0.5, "below", "--x-min", bins=(0, 1), '
+              'scale="weird")]', "its scale 'weird' must be 'linear' or 'log'"),
+    "languages str": ('RULES = [Rule("x", "d", "xs", ones, 0.5, "below", "--x-min", bins=(0, 1), '
+                      'languages="en")]', "its languages 'en' must be None"),
+    "unknown language": ('RULES = [Rule("x", "d", "xs", ones, 0.5, "below", "--x-min", '
+                         'bins=(0, 1), languages=("en", "xx"))]', "'xx' is not a language"),
+    "default invalid": ('RULES = [Rule("x", "d", "xs", ones, 0.5, "below", "--x-min", bins=(0, 1), '
+                        'valid=(0, 0.4))]', "its threshold 0.5 is outside its own valid range"),
+    "int inf": ('RULES = [Rule("x", "d", "xs", lambda t: np.full(len(t), np.inf), 10, "above", '
+                '"--x-max", int, bins=(0, 1))]', "rule 'x' is declared int, but its measure "
+                                                 "gave inf"),
+    "int fraction": ('RULES = [Rule("x", "d", "xs", lambda t: np.full(len(t), 0.7), 0, "above", '
+                     '"--x-max", int, bins=(0, 1))]', "is declared int, but its measure gave 0.7"),
 }
+MEASURED_IN_TASKS = ("one short", "strings", "NaN", "raises", "int inf", "int fraction")
 
 
 @pytest.mark.parametrize("case", list(BAD_RULES))
@@ -224,7 +249,7 @@ def test_a_bad_rule_is_one_line_and_the_output_stays(raw, tmp_path, case):
     # a measure that fails mid-run (not a declaration refused before any work) says
     # where the finished tasks wait
     staging = tmp_path / ".cleaned.partial"
-    assert (f"kept in {staging}" in line) == (case in ("one short", "strings", "NaN", "raises"))
+    assert (f"kept in {staging}" in line) == (case in MEASURED_IN_TASKS)
 
 
 @pytest.mark.parametrize("flags, says", [
@@ -260,12 +285,17 @@ def test_an_export_that_would_overwrite_or_be_lost_is_refused(raw, tmp_path):
     inputs, outputs = data_files(d / "raw"), data_files(d / "cleaned")
     shard = sorted((d / "raw").glob("*.parquet"))[0]
     (tmp_path / "a_file").write_text("x")
+    (tmp_path / "y.parquet").mkdir()
     for dest, says in [(shard, "inside --input"), (d / "cleaned" / "x.parquet", "inside --output"),
                        (d / ".cleaned.partial" / "x.parquet", "inside the staging folder"),
-                       (tmp_path, "is a folder"), (tmp_path / "a_file" / "x.parquet", "is a file")]:
+                       (tmp_path / "y.parquet", "is a folder"),
+                       (tmp_path / "a_file" / "x.parquet", "is a file"),
+                       ("", "name it *.parquet"), (USER_RULE, "name it *.parquet"),
+                       ("/proc/x.parquet", "cannot write there")]:
         line = _one_line(clean(d / "raw", d / "cleaned", "--min-chars", "300",
                                "--export-signals", dest, check=False))
-        assert f"--export-signals {dest}: " in line and says in line, line
+        assert (f"--export-signals {dest}: " in line or f"--export-signals {str(dest)!r}: "
+                in line) and says in line, line
     line = _one_line(clean(d / "raw", d / "cleaned", "--sweep", "min_chars=100,300",
                            "--export-signals", tmp_path / "x.parquet", check=False))
     assert "a sweep only reports" in line
@@ -324,3 +354,59 @@ def test_pack_flags_name_every_built_in_rules_flag():
     # clean.py looks the table up only for flags of these shapes: every pack flag has one
     assert all(f.startswith(("--fineweb-", "--gopher-", "--c4-", "--min-", "--max-"))
                for f in built)
+
+
+def test_a_rule_file_edited_after_a_failed_run_is_not_resumed(raw, tmp_path):
+    """A run stopped by a rule of your own keeps its finished tasks for a resume; after
+    the file is edited, the rerun must not reuse what the old code measured: its output
+    equals a fresh run's, and so does the manifest's record of the rule's code."""
+    f = tmp_path / "flaky.py"
+    code = ('import numpy as np\nfrom algorithms.cleaning import Rule\nK = {k}\n'
+            'def f(texts):\n    if len(texts) == {fail}:\n        raise RuntimeError("bug")\n'
+            '    return np.array([(t or "").count("e") / K for t in texts.to_pylist()])\n'
+            'RULES = [Rule("flaky", "c", "flaky_sig", f, 0.5, "below", "--flaky-min", '
+            'bins=(0.0, 1.0))]\n')
+    sizes = [pq.ParquetFile(s).metadata.num_rows for s in sorted(raw.glob("*.parquet"))]
+    f.write_text(code.format(k=100.0, fail=sizes[-1]))   # the last shard's task fails
+    out = tmp_path / "out"
+    line = _one_line(clean(raw, out, "--rules", f"tutorial,{f}", check=False))
+    assert "its measure raised RuntimeError: bug" in line and "kept in" in line
+    f.write_text(code.format(k=10.0, fail=-1))
+    clean(raw, out, "--rules", f"tutorial,{f}")
+    clean(raw, tmp_path / "fresh", "--rules", f"tutorial,{f}")
+    assert data_files(out) == data_files(tmp_path / "fresh")
+    m = manifest(out)
+    assert m["config"]["rule_code"] == manifest(tmp_path / "fresh")["config"]["rule_code"]
+    assert set(m["config"]["rule_code"]) == {"flaky"}
+    clean(raw, tmp_path / "tutorial")   # no rule file: no record of one
+    assert "rule_code" not in manifest(tmp_path / "tutorial")["config"]
+
+
+def test_partials_and_callable_objects_keep_their_signal_across_runs(raw, tmp_path):
+    """A measure made with functools.partial, or a callable object, is known by its code
+    and arguments, never by its address: an unchanged rerun measures nothing, and two
+    fresh runs keep the same signal index. An infinite value is written to the examples
+    as "inf" (strict JSON)."""
+    f = tmp_path / "partial_rule.py"
+    f.write_text(
+        "import functools\nimport numpy as np\nfrom algorithms.cleaning import Rule\n"
+        "def count(texts, ch):\n    return np.array([(t or '').count(ch) for t in texts.to_pylist()], float)\n"
+        "class Ratio:\n    def __call__(self, texts):\n"
+        "        n = np.array([len(t or '') for t in texts.to_pylist()], float)\n"
+        "        with np.errstate(divide='ignore'):\n"
+        "            return np.where(n > 300, np.inf, 1.0 / np.maximum(n, 1))\n"
+        "RULES = [Rule('dots', 'd', 'dot_count', functools.partial(count, ch='.'), 1000, 'above', "
+        "'--max-dots', bins=(0.0, 10.0, 1e6)),\n"
+        "         Rule('ratio', 'r', 'ratio_sig', Ratio(), 1.0, 'above', '--max-ratio', "
+        "bins=(0.0, 1.0, 2.0))]\n")
+    for out in ("a", "b"):
+        clean(raw, tmp_path / out, "--rules", f"tutorial,{f}")
+    assert data_files(tmp_path / "a") == data_files(tmp_path / "b")
+    cp = clean(raw, tmp_path / "a", "--rules", f"tutorial,{f}")
+    assert manifest(tmp_path / "a")["signals"]["measured"] == {}, cp.stdout
+    removed = tmp_path / "a" / "report" / "removed_ratio.jsonl"
+    lines = removed.read_text().splitlines()
+    assert lines
+    for x in lines:   # strict JSON: no bare Infinity
+        e = json.loads(x, parse_constant=lambda c: pytest.fail(f"{c} in {removed}"))
+        assert e["value"] == {"ratio_sig": "inf"}
