@@ -410,3 +410,20 @@ def test_partials_and_callable_objects_keep_their_signal_across_runs(raw, tmp_pa
     for x in lines:   # strict JSON: no bare Infinity
         e = json.loads(x, parse_constant=lambda c: pytest.fail(f"{c} in {removed}"))
         assert e["value"] == {"ratio_sig": "inf"}
+
+
+def test_a_sweep_of_an_edited_rule_file_shows_as_stale(raw, tmp_path):
+    """report.html marks a sweep made with a rule file's old code as stale once the
+    output was made with the edited file (the config's rule_code moved)."""
+    d = tmp_path / "data"
+    shutil.copytree(raw, d / "raw")
+    f = tmp_path / "ends.py"
+    f.write_text(USER_RULE.read_text())
+    clean(d / "raw", d / "cleaned", "--rules", f"tutorial,{f}", "--sweep", "min_line_ends=0.2,0.3")
+    run_script("report.py", "--data-dir", d, "--output", d / "r1.html")
+    assert "This sweep was run with other settings" not in (d / "r1.html").read_text()
+    f.write_text(USER_RULE.read_text().replace('ENDS = tuple(".!?', 'ENDS = tuple("!?'))
+    clean(d / "raw", d / "cleaned", "--rules", f"tutorial,{f}")
+    run_script("report.py", "--data-dir", d, "--output", d / "r2.html")
+    page = (d / "r2.html").read_text()
+    assert "This sweep was run with other settings" in page and "rule_code" in page
