@@ -836,7 +836,9 @@ def sweep_run(run: Run) -> int:
     pairs = [list(p) for p in sweep_pairs(plan)]
     sources, notes = signal_sources(run, base)
     sw = SweepRun(run, "signals")
-    print(f"sweep: {len(configs)} threshold sets on {describe(run.units)}", file=sys.stderr)
+    shown = len({i for p in plan for i in p["configs"]})   # the rows of the tables
+    print(f"sweep: {shown} threshold set{'s' if shown != 1 else ''} on {describe(run.units)}",
+          file=sys.stderr)
     for line in notes:
         print(line, file=sys.stderr)
     signals_dir = sw.kept / "signals"

@@ -219,9 +219,10 @@ def table_rows(results: list[dict]) -> tuple[list[str], list[list]]:
     return headers, rows
 
 
-def bar_chart(results: list[dict], path: Path) -> None:
+def bar_chart(results: list[dict], path: Path) -> dict[str, list[str]]:
     """Chars/token and bytes/token per tokenizer, English and Chinese side by side;
-    the published cc100 chars/token is marked with a black line where there is one."""
+    the published cc100 chars/token is marked with a black line where there is one.
+    Returns the numbers written on each panel's bars (and its note), by language."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -233,13 +234,24 @@ def bar_chart(results: list[dict], path: Path) -> None:
                for k in ("chars_per_token", "bytes_per_token")]
               + [v for pub in PUBLISHED.values() for v in pub])
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5), sharey=True)
+    shown: dict[str, list[str]] = {}
     for ax, lang in zip(axes, LANGS):
-        cpt = [r[lang]["chars_per_token"] or 0 for r in results]
-        bpt = [r[lang]["bytes_per_token"] or 0 for r in results]
-        b1 = ax.bar(x - 0.2, cpt, 0.4, label="characters / token", color="#4C72B0")
-        b2 = ax.bar(x + 0.2, bpt, 0.4, label="UTF-8 bytes / token", color="#DD8452")
-        ax.bar_label(b1, fmt="%.2f", fontsize=8)
-        ax.bar_label(b2, fmt="%.2f", fontsize=8)
+        # no held-out text of this language: no bar (a 0.00 would read as a measurement)
+        cpt = [r[lang]["chars_per_token"] for r in results]
+        bpt = [r[lang]["bytes_per_token"] for r in results]
+        b1 = ax.bar(x - 0.2, [np.nan if v is None else v for v in cpt], 0.4,
+                    label="characters / token", color="#4C72B0")
+        b2 = ax.bar(x + 0.2, [np.nan if v is None else v for v in bpt], 0.4,
+                    label="UTF-8 bytes / token", color="#DD8452")
+        shown[lang] = [["" if v is None else f"{v:.2f}" for v in vs] for vs in (cpt, bpt)]
+        ax.bar_label(b1, labels=shown[lang][0], fontsize=8)
+        ax.bar_label(b2, labels=shown[lang][1], fontsize=8)
+        shown[lang] = shown[lang][0] + shown[lang][1]
+        if all(v is None for v in cpt):
+            note = f"no {LANG_NAMES[lang]} held-out documents: not measured"
+            ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center",
+                    fontsize=10)
+            shown[lang].append(note)
         labelled = False
         for i, r in enumerate(results):
             pub = PUBLISHED.get(r["tokenizer"])
@@ -260,6 +272,7 @@ def bar_chart(results: list[dict], path: Path) -> None:
     fig.savefig(tmp, dpi=120)
     plt.close(fig)
     os.replace(tmp, path)
+    return shown
 
 
 def tokenizer_fingerprint(folder: Path) -> str | None:

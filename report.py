@@ -57,7 +57,7 @@ from matplotlib.ticker import FuncFormatter
 from pipeline import layout
 from pipeline.errors import StageError, run_stage
 from pipeline.manifest import check_input, display_path, read_manifest, source_name
-from pipeline.tables import human_bytes
+from pipeline.tables import human_bytes, window_text
 
 REPORT_NAME = "report.html"
 MAX_BYTES = 5_000_000        # the page must stay mailable
@@ -1282,7 +1282,8 @@ def windows_of(item: dict) -> list[str]:
     """The decoded windows of verify's item 2: structured when verify saved them so, else
     one string each in its details."""
     if item.get("windows"):
-        return [f"tokens {w['start']:,}..{w['end']:,}: {w['text']}" for w in item["windows"]]
+        return [f"tokens {w['start']:,}..{w['end']:,}: {window_text(w['text'])}"
+                for w in item["windows"]]
     return [d for d in item.get("details") or [] if isinstance(d, str)]
 
 

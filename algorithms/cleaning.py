@@ -236,8 +236,12 @@ class Rule:
         return values < threshold if self.removes == "below" else values > threshold
 
     def threshold_text(self, t) -> str:
-        if isinstance(t, dict):
-            return "; ".join(f"{lang}: {self.threshold_text(v)}" for lang, v in t.items())
+        if isinstance(t, dict):   # per language; the languages not named keep the default
+            parts = [f"{'others' if lang == '*' else lang}: {self.threshold_text(v)}"
+                     for lang, v in t.items()]
+            if "*" not in t:
+                parts.append(f"others: {self.threshold_text(self.threshold)}")
+            return "; ".join(parts)
         shown = f"{t:g}" if isinstance(t, float) else str(t)
         op = "<" if self.removes == "below" else ">"
         return self.shows.format(t=shown, op=op) if self.shows else f"{self.signal} {op} {shown}"

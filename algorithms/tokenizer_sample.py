@@ -115,9 +115,13 @@ def script_counts(texts: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.nda
 
 
 def doc_languages(han: np.ndarray, letters: np.ndarray) -> np.ndarray:
-    """'zh' when a document has more Chinese characters than ASCII letters, 'en' when it has
-    more ASCII letters, '' when it has neither (numbers, symbols)."""
-    return np.where(han > letters, "zh", np.where(letters > 0, "en", ""))
+    """'zh' when Chinese characters are more than 60% of a document's Chinese characters
+    and ASCII letters, 'en' when ASCII letters are more than 90%, '' otherwise: mixed text
+    (Chinese prose full of commands and paths, say) or neither (numbers, symbols). The
+    shares are verify.py's (script_of): a held-out document measures the compression of
+    one language only when it is mostly that language."""
+    total = han + letters
+    return np.where(han * 10 > total * 6, "zh", np.where(letters * 10 > total * 9, "en", ""))
 
 
 # The tasks count the distinct words (what the trainer's memory follows) on a fixed hash

@@ -195,8 +195,8 @@ def read_jsonl(path: Path, source: str, skips: Skips, text_field: str = "text",
         with _open_text(path) as f:
             raw_file = getattr(f, "fileobj", f)  # gzip: the compressed file's position
             for lineno, raw in enumerate(f, 1):
-                try:
-                    line = raw.decode("utf-8")
+                try:   # a byte-order mark opening the file (Windows editors write one)
+                    line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
                 except UnicodeDecodeError as e:
                     skips.bad(path, f"line {lineno}", f"invalid UTF-8 (at byte {e.start})")
                     continue
@@ -263,8 +263,8 @@ def _encodable(*values: str) -> bool:
 def read_txt(path: Path, source: str, skips: Skips, delimiter: str | None) -> Iterator[pa.Table]:
     """A .txt file is one document, or several split on --txt-delimiter."""
     data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
+    try:   # without a byte-order mark opening the file (Windows editors write one)
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         skips.bad(path, f"byte {e.start}", "invalid UTF-8 (the whole file is one record)")
         return

@@ -103,3 +103,12 @@ def save_report(folder: str | os.PathLike, name: str, data: dict, markdown: str)
     tmp = folder / f"{name}.md.tmp"
     tmp.write_text(markdown.rstrip() + "\n", encoding="utf-8")
     os.replace(tmp, folder / f"{name}.md")
+
+
+def window_text(text: str) -> str:
+    """A decoded window of train.bin as a person reads it: a character its ends cut
+    (decoded as a replacement character, which verify.py does not count) shown as "…"."""
+    core = text.strip("\ufffd")
+    head = "…" if text.startswith("\ufffd") else ""
+    tail = "…" if text.endswith("\ufffd") and core else ""
+    return head + core + tail

@@ -55,6 +55,18 @@ def test_table_chart_and_agreement_with_the_manifest(tokenizer_dir, tmp_path):
         assert r["en"]["docs"] > 10 and r["zh"]["docs"] > 10
 
 
+def test_a_language_without_heldout_text_has_no_bars(tmp_path):
+    """A Chinese-only corpus has no English held-out text: the table says "—", and the
+    chart draws no bar (a 0.00 bar would read as a measurement) and says why."""
+    none = {"chars_per_token": None, "bytes_per_token": None, "docs": 0}
+    zh = {"chars_per_token": 1.5, "bytes_per_token": 4.2, "docs": 12}
+    results = [{"tokenizer": n, "en": dict(none), "zh": dict(zh)} for n in (ct.GPT2, ct.CL100K)]
+    shown = ct.bar_chart(results, tmp_path / "c.png")
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert shown["en"] == ["", "", "", "", "no English held-out documents: not measured"]
+    assert shown["zh"] == ["1.50", "1.50", "4.20", "4.20"]
+
+
 def test_heldout_without_lang_column_is_split_by_script(tmp_path):
     f = tmp_path / "h.parquet"
     pq.write_table(pa.table({"text": ["机器学习模型训练", "hello world", "12345", None]}), f)

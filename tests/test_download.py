@@ -519,3 +519,22 @@ def test_json_python_cannot_load_and_bad_ids_are_bad_records(tmp_path):
     cp = run_script("download_data.py", "--input", d / "t.txt", "--output", tmp_path / "o",
                     "--txt-delimiter", "", check=False)
     assert cp.returncode == 2 and "--txt-delimiter '': an empty delimiter" in cp.stderr
+
+
+def test_a_byte_order_mark_is_not_text(tmp_path):
+    """A file saved with a UTF-8 byte-order mark (Windows editors write one, Chinese text
+    often has it): the mark is not part of the first document, in a .txt (where it would
+    defeat the strip and make a copy look new to exact dedup) or a .jsonl (where the
+    first line was a bad record)."""
+    d = tmp_path / "in"
+    d.mkdir()
+    text = "显示 改变 当前目录的内容。" * 20
+    (d / "a_bom.txt").write_text(text, encoding="utf-8-sig")
+    (d / "b_plain.txt").write_text(text, encoding="utf-8")
+    (d / "c_bom.jsonl").write_text(json.dumps({"id": "j1", "text": text}, ensure_ascii=False)
+                                   + "\n", encoding="utf-8-sig")
+    assert (d / "a_bom.txt").read_bytes()[:3] == b"\xef\xbb\xbf"
+    out = tmp_path / "raw"
+    run_script("download_data.py", "--input", f"{d}/*", "--output", out)
+    t = pa.concat_tables([pq.read_table(s) for s in list_shards(out)])
+    assert t.column("text").to_pylist() == [text] * 3   # (a bad record would stop the run)

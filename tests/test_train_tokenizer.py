@@ -414,7 +414,10 @@ def test_language_mix_counts():
     texts = pa.array(["机器学习 model", "hello world", "2024-01-01", "中文中文中文 abc"])
     han, lat = tokenizer_sample.script_counts(texts)
     assert han.tolist() == [4, 0, 0, 6] and lat.tolist() == [5, 10, 0, 3]
-    assert tokenizer_sample.doc_languages(han, lat).tolist() == ["en", "en", "", "zh"]
+    assert tokenizer_sample.doc_languages(han, lat).tolist() == ["", "en", "", "zh"]
+    # mostly one script, or mixed (Chinese prose with as many ASCII letters: neither)
+    got = tokenizer_sample.doc_languages(np.array([338, 61, 60, 1, 0]), np.array([344, 40, 40, 9, 1]))
+    assert got.tolist() == ["", "zh", "", "", "en"]
     # nulls, empty texts (also last), slices and chunks: counted per document all the same
     texts = pa.array(["ab", None, "", "中c", ""])
     assert [x.tolist() for x in tokenizer_sample.script_counts(texts)] == [[0, 0, 0, 1, 0], [2, 0, 0, 1, 0]]

@@ -255,3 +255,33 @@ def test_decoded_windows_show_control_characters_as_symbols():
 
     assert verify.shown("a\nb\rc\x1b[31md\x00e") == "a⏎ b␍c␛[31md␀e"
     assert all(ord(c) >= 32 and c != "\x7f" for c in verify.shown("".join(map(chr, range(128)))))
+
+
+def test_a_chinese_only_corpus_is_not_failed_for_lacking_english(tmp_path):
+    """The sample's Chinese documents alone, through every stage: item 7 still gives the
+    English figure of its fixed paragraphs, but holds it to no minimum (the corpus has no
+    English to measure on); the Chinese figure keeps its minimum; the windows show a
+    character their ends cut as "…", not as a replacement character."""
+    import pyarrow.compute as pc
+
+    from conftest import SAMPLE, run_pipeline
+
+    t = pq.read_table(SAMPLE)
+    pq.write_table(t.filter(pc.equal(t["lang"], "zh")).select(["id", "text"]), tmp_path / "zh.parquet")
+    d = tmp_path / "data"
+    run_script("download_data.py", "--input", tmp_path / "zh.parquet", "--output", d / "raw")
+    run_pipeline(d, None, "--workers", "2")
+    cp, _ = run_verify(d, tmp_path)
+    st = status(cp.stdout)
+    assert st[7] == "PASS", item_text(cp.stdout, 7)
+    seven = item_text(cp.stdout, 7)
+    assert "no English document in the corpus: not held to the minimum 2.0" in seven
+    assert re.search(r"zh: [\d.]+ characters per token \(.*; minimum 0\.6\)", seven)
+    # the same corpus held to a Chinese minimum it misses: a FAIL naming Chinese
+    cp, _ = run_verify(d, tmp_path, "--min-cpt-zh", "50")
+    assert status(cp.stdout)[7] == "FAIL"
+    assert "each Chinese character takes several tokens" in item_text(cp.stdout, 7)
+    assert all(st[i] == "PASS" for i in (1, 2, 3, 4, 8, 10)), cp.stdout
+    windows = item_text(cp.stdout, 2).split("\n", 1)[1]
+    # some window's start did cut a character: shown as "…", never as U+FFFD
+    assert re.search(r"tokens [\d,]+\.\.[\d,]+: …", windows) and "\ufffd" not in windows
