@@ -112,17 +112,24 @@ def expand_inputs(spec: str) -> list[Path]:
     return sorted(files)
 
 
+def check_id_type(path: Path, schema: pa.Schema) -> None:
+    """A parquet input's id column, when it has one, must hold strings or integers."""
+    if "id" not in schema.names:
+        return
+    t = schema.field("id").type
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+            or pa.types.is_binary(t)):
+        raise StageError(f"{path}: column 'id' has type {t}; ids must be strings or "
+                         "integers (or leave the column out: FILE#ROW ids are made)")
+
+
 def read_parquet(path: Path, source: str, skips: Skips, keep: list[str],
                  meter: Meter | None = None) -> Iterator[pa.Table]:
     import pyarrow.compute as pc
 
     pf = open_shard(path, require=("text",), stream=True)
     has_id = "id" in pf.schema_arrow.names
-    id_type = pf.schema_arrow.field("id").type if has_id else None
-    if has_id and not (pa.types.is_string(id_type) or pa.types.is_large_string(id_type)
-                       or pa.types.is_integer(id_type) or pa.types.is_binary(id_type)):
-        raise StageError(f"{path}: column 'id' has type {id_type}; ids must be strings or "
-                         "integers (or leave the column out: FILE#ROW ids are made)")
+    check_id_type(path, pf.schema_arrow)   # (local files were checked before any task)
     size, total_rows = path.stat().st_size, max(1, pf.metadata.num_rows)
     row = 0
     try:
@@ -287,8 +294,11 @@ def _table(ids: list[str], texts: list[str], source: str) -> pa.Table:
 
 
 def common_metadata(paths: list[Path]) -> list[str]:
-    """Metadata columns (beyond id/text) that every parquet input has with one type."""
+    """Metadata columns (beyond id/text) that every parquet input has with one type; each
+    file's id column is checked on the way (check_id_type)."""
     schemas = [open_shard(p, require=("text",)).schema_arrow for p in paths if p.suffix == ".parquet"]
+    for p, s in zip([p for p in paths if p.suffix == ".parquet"], schemas):
+        check_id_type(p, s)   # before any task: a bad id column is one line, nothing started
     if not schemas or len(schemas) != len(paths):
         return []
     keep = []

@@ -512,9 +512,11 @@ def test_json_python_cannot_load_and_bad_ids_are_bad_records(tmp_path):
     assert "Traceback" not in cp.stderr
     pq.write_table(pa.table({"id": [["a"], ["b"]], "text": ["x", "y"]}), d / "listid.parquet")
     cp = run_script("download_data.py", "--input", d / "listid.parquet", "--output",
-                    tmp_path / "o", check=False)
+                    tmp_path / "o_ids", check=False)
     assert cp.returncode == 2 and "column 'id' has type list<" in cp.stderr
     assert "ids must be strings or integers" in cp.stderr and "Traceback" not in cp.stderr
+    # checked before any task: no staging folder, no "work done so far is kept"
+    assert "kept in" not in cp.stderr and not (tmp_path / ".o_ids.partial").exists()
     (d / "t.txt").write_text("one\n\ntwo")
     cp = run_script("download_data.py", "--input", d / "t.txt", "--output", tmp_path / "o",
                     "--txt-delimiter", "", check=False)
