@@ -289,8 +289,8 @@ TUTORIAL = (
     Rule("char_repeat", "one character repeated more than this many times in a row: "
          "==== separators and crawler garbage", "longest_run", TUTORIAL_SCAN["longest_run"],
          50, "above", "--max-char-run", int,
-         bins=tuple([0.0] + np.round(np.logspace(0, 5, 51)).tolist()), scale="log",
-         shows="run > {t}", valid=(1, None)),
+         bins=tuple(np.unique([0.0] + np.round(np.logspace(0, 5, 51)).tolist()).tolist()),
+         scale="log", shows="run > {t}", valid=(1, None)),   # (rounding repeats 1, 2, ...)
     Rule("low_alnum", "letters and digits (Chinese characters count) below this share of "
          "the text: tables, code dumps, mojibake", "alnum_share", TUTORIAL_SCAN["alnum_share"],
          0.50, "below", "--min-alnum", float, bins=SHARE_BINS, shows="alnum < {t}",
