@@ -930,8 +930,8 @@ def rule_block(run: Run, rule: dict, stats: dict, config: dict, docs_in: int) ->
     hist = (stats.get("histograms") or {}).get(sig[0]) if sig else None
     if sig and hist and hist.get("bins") and hist.get("counts"):
         hname, cfg_key, removes, log, xlabel = sig
-        t = config.get(cfg_key)
-        t = float(t) if isinstance(t, (int, float)) else None
+        t = per_lang = config.get(cfg_key)
+        t = float(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else None
         by = hist.get("by_outcome") or {}
         layers = None
         if by:   # stacked: removed by this rule on top of removed by others on top of kept
@@ -966,6 +966,10 @@ def rule_block(run: Run, rule: dict, stats: dict, config: dict, docs_in: int) ->
                     f"<b>{n['near_kept']:,}</b> just kept"
                     + (f"; {n['straddling']:,} in the bin holding {t:g}" if n["straddling"] else "")
                     + "."))
+        elif isinstance(per_lang, dict):   # one histogram, several thresholds
+            caption = note(f"A threshold per language ({rule.get('threshold', '')}): the "
+                           "histogram holds every language, so no one threshold line is drawn; "
+                           "the table above counts each document against its own language's.")
     elif sig:
         caption = note(f"clean_stats.json has no histogram '{sig[0]}': rerun clean.py "
                        f"with this version to get it.")

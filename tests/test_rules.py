@@ -105,6 +105,9 @@ def test_per_language_thresholds_and_sweeps(raw, tmp_path):
     cp = clean(d / "raw", d / "cleaned", "--min-chars", "en=200,zh=1000", "--export-signals", out)
     # the table names each language's threshold, and what the others keep
     assert "en: < 200 chars; zh: < 1000 chars; others: < 200 chars" in cp.stdout
+    run_script("report.py", "--data-dir", d, "--output", d / "r.html")
+    assert "A threshold per language (en: &lt; 200 chars; zh: &lt; 1000 chars; others" in \
+        (d / "r.html").read_text()
     t = pq.read_table(out).to_pylist()
     short = [r for r in t if r["verdict"] == "too_short"]
     # too_short takes each document's own language: Chinese under 1000, the rest under 200
