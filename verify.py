@@ -936,6 +936,10 @@ def main(argv: list[str] | None = None) -> int:
     if (ctx.data / PACK_MANIFEST).exists():
         locks.append(FolderLock(ctx.data, "verify.py", shared=True, name="pack_parallel",
                                 what=f"pack_parallel's output in {ctx.data}"))
+    # its own work folder (.verify.partial), which every run empties: one run at a time
+    if ctx.data.is_dir():
+        locks.append(FolderLock(ctx.data, "verify.py", name="verify",
+                                what=f"verify's work folder {ctx.data / SCAN}"))
     seconds = {}
     try:
         items = []

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,6 +230,12 @@ class Stage:
         if self.reads is not None:
             check_not_nested(Path(args.input), Path(args.output), self.files_into)
         check_out_path("--output", args.output, folder=True)   # a stage writes a folder
+        out = Path(args.output)
+        if not self.files_into and out.is_symlink():   # the commit swaps the folder whole
+            raise StageError(f"--output {args.output}: a symbolic link (to {os.readlink(out)}); "
+                             "a run replaces its output folder whole, which would put a folder "
+                             "where the link is: give the folder itself, --output "
+                             f"{out.resolve()}")
         if self.check_fn:
             self.check_fn(args)
         return args
@@ -333,7 +340,9 @@ class Stage:
                           extra_inputs=extra_inputs or None, manifest_name=self.manifest_name,
                           files_into=self.files_into,
                           reuse_current=self.reuse_current and not getattr(args, "force", False),
-                          space=(lambda: self.space_fn(run)) if self.space_fn else None)
+                          space=(lambda: self.space_fn(run)) if self.space_fn else None,
+                          plan=[[Path(u.shard).name, u.row_start, u.rows] for u in run.units]
+                          if run.units else None)
         run.staged = staged
         if staged.current:
             print(staged.current_line())

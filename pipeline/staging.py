@@ -36,8 +36,13 @@ from .shards import matches_record
 RUN_KEY = "_run.json"
 
 
-def config_key(stage: str, config: dict, input_fingerprint: str | None) -> str:
-    blob = json.dumps({"stage": stage, "config": config, "input": input_fingerprint},
+def config_key(stage: str, config: dict, input_fingerprint: str | None,
+               plan: list | None = None) -> str:
+    """What a staging folder's finished tasks were made for: the stage, its config, its
+    input, and (plan) how the input was cut into tasks: the same rank of another cut is
+    another piece of the input, so a run with another --task-mb never resumes them."""
+    blob = json.dumps({"stage": stage, "config": config, "input": input_fingerprint,
+                       **({"plan": plan} if plan is not None else {})},
                       sort_keys=True, default=str)
     return xxhash.xxh3_128(blob.encode()).hexdigest()
 
@@ -85,6 +90,14 @@ def staging_path(output: Path, stage: str, files_into: bool) -> Path:
     return output.parent / f".{output.name}.partial"
 
 
+def _remove(path: Path) -> None:
+    """Delete a folder, or the link that stands for one (never what the link points to)."""
+    if path.is_symlink():
+        path.unlink()
+    else:
+        shutil.rmtree(path)
+
+
 class StageRun:
     """One run of one stage, writing a directory (or, with `files_into`, files in a folder)."""
 
@@ -92,7 +105,7 @@ class StageRun:
                  input_manifest: str | os.PathLike | None = None,
                  extra_inputs: dict[str, str | os.PathLike] | None = None,
                  manifest_name: str = MANIFEST, files_into: bool = False,
-                 reuse_current: bool = False, space=None):
+                 reuse_current: bool = False, space=None, plan: list | None = None):
         self.stage = stage
         self.script = STAGES[stage][0] if stage in STAGES else f"{stage}.py"
         self.output = Path(output)
@@ -110,7 +123,7 @@ class StageRun:
         fp = self.input_fingerprint
         if self.extra:
             fp = json.dumps([fp] + [m["output_fingerprint"] for _, m in self.extra.values()])
-        self.key = config_key(stage, config, fp)
+        self.key = config_key(stage, config, fp, plan)
         self.staging = staging_path(self.output, stage, files_into)
         self._recover()
         self._refuse_foreign_output()
@@ -276,14 +289,19 @@ class StageRun:
             if p.name.startswith("_") and p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
         old = self._old()
-        if old.exists():
-            shutil.rmtree(old)
+        if old.exists() or old.is_symlink():
+            self._remove_old(old)
         if self.output.exists():
             os.replace(self.output, old)   # a crash from here on is mended by _recover()
         os.replace(self.staging, self.output)
         (self.output / RUN_KEY).unlink(missing_ok=True)
-        if old.exists():
-            shutil.rmtree(old)
+        if old.exists() or old.is_symlink():
+            try:   # the new output is in place: a leftover is worth a note, not a failure
+                _remove(old)
+            except OSError as e:
+                print(f"note: {display_path(self.output)} is the new output, but the previous "
+                      f"one could not be deleted ({e.strerror or e}): {display_path(old)}; "
+                      "delete it by hand (the next run tries again)", file=sys.stderr)
 
     def _refuse_foreign_output(self) -> None:
         """A run replaces its output folder whole: refuse one that holds files but is not
@@ -325,8 +343,18 @@ class StageRun:
                 (self.output / RUN_KEY).unlink(missing_ok=True)
             else:
                 os.replace(old, self.output)               # bring the previous one back
-        if old.exists():
-            shutil.rmtree(old)
+        if old.exists() or old.is_symlink():
+            self._remove_old(old)
+
+    def _remove_old(self, old: Path) -> None:
+        """Delete a previous output left beside the output, or say in one line why not."""
+        try:
+            _remove(old)
+        except OSError as e:
+            raise StageError(f"{display_path(old)}: a previous output of {self.script} that "
+                             f"could not be deleted ({e.strerror or e}); "
+                             f"{display_path(self.output)} is unchanged; delete it by hand and "
+                             "rerun") from None
 
     def _commit_files(self, files: list[dict]) -> None:
         """Move single files into an existing folder, each with one atomic rename; the

@@ -243,9 +243,22 @@ def test_a_read_only_output_is_one_line(sample_layout, small_fs):
     assert snapshot(d / "dx") == before
 
 
-def test_a_folder_without_write_permission_is_one_line(sample_layout, tmp_path):
+@pytest.fixture
+def open_tmp():
+    """A temporary folder another user can reach (pytest's own are under a 0700 folder
+    of root's, where a stage run as `nobody` could not even read its input)."""
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="dataprep-test-"))
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_a_folder_without_write_permission_is_one_line(sample_layout, open_tmp):
     if os.geteuid() != 0 or not shutil.which("setpriv"):
         pytest.skip("needs root and setpriv to run a stage as another user")
+    tmp_path = open_tmp
     d = tmp_path / "locked"
     d.mkdir()
     shutil.copytree(sample_layout / "raw", d / "raw")
@@ -257,7 +270,7 @@ def test_a_folder_without_write_permission_is_one_line(sample_layout, tmp_path):
                          "--output", str(d / "dx"), "--workers", "1"],
                         cwd=ROOT, env=env, capture_output=True, text=True)
     line = _one_error_line(cp)
-    assert "permission denied" in line and "free" in line
+    assert "permission denied" in line and "GB free" in line and f"cannot write {d}:" in line
 
 
 @pytest.fixture(scope="module")
@@ -362,3 +375,53 @@ def test_an_input_with_no_documents_is_one_line_naming_who_kept_none(tmp_path):
                                        "of 0 rows): clean.py kept none; see its report and "
                                        "loosen its settings")
         assert not (tmp_path / "x").exists()
+
+
+def test_a_symlinked_output_folder_is_refused_in_one_line(sample_layout, tmp_path):
+    """A run replaces its output folder whole, which would put a folder where a symbolic
+    link is (and the commit failed with a traceback, and every later run): one line
+    before any work, naming the folder to give instead; the linked folder keeps its bytes."""
+    d = _copy_raw(sample_layout, tmp_path)
+    run_script("dedup_exact.py", "--input", d / "raw", "--output", tmp_path / "elsewhere")
+    before = snapshot(tmp_path / "elsewhere")
+    (d / "dx").symlink_to(tmp_path / "elsewhere")
+    cp = run_script("dedup_exact.py", "--input", d / "raw", "--output", d / "dx", check=False)
+    line = _one_error_line(cp)
+    assert "a symbolic link" in line and f"--output {tmp_path / 'elsewhere'}" in line
+    assert snapshot(tmp_path / "elsewhere") == before and (d / "dx").is_symlink()
+    assert not (d / ".dx.partial").exists()
+
+
+def test_a_previous_output_that_cannot_be_deleted_is_said_truly(sample_layout, open_tmp):
+    """After the swap, the previous output (.NAME.old) could not be deleted: the new
+    output is in place and the run says so in a note (it said the output was unchanged,
+    and failed); the next run names the leftover in one line and changes nothing."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run a stage as another user")
+    tmp_path = open_tmp
+    d = _copy_raw(sample_layout, tmp_path)
+    (tmp_path / "home").mkdir()
+    for p in [d, *d.rglob("*"), tmp_path / "home"]:   # the data folder is nobody's
+        shutil.chown(p, 65534, 65534)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path / "home")}
+
+    def as_nobody(*flags):
+        return subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534",
+                               "--clear-groups", sys.executable, str(ROOT / "dedup_exact.py"),
+                               "--input", str(d / "raw"), "--output", str(d / "dx"),
+                               "--workers", "1", *flags],
+                              cwd=ROOT, env=env, capture_output=True, text=True)
+
+    cp = as_nobody()
+    assert cp.returncode == 0, cp.stderr
+    (d / "dx" / "kept_by_root").mkdir()          # root's: nobody cannot empty it
+    (d / "dx" / "kept_by_root" / "f").write_text("x")
+    cp = as_nobody("--task-mb", "2")
+    assert cp.returncode == 0, cp.stderr
+    assert "is the new output, but the previous one could not be deleted" in cp.stderr
+    assert json.loads((d / "dx" / "manifest.json").read_text())["config"]["task_mb"] == 2.0
+    assert (d / ".dx.old" / "kept_by_root" / "f").exists()
+    before = snapshot(d / "dx")
+    line = _one_error_line(as_nobody("--task-mb", "3"))
+    assert ".dx.old" in line and "could not be deleted" in line and "delete it by hand" in line
+    assert snapshot(d / "dx") == before

@@ -543,3 +543,29 @@ def test_bench_memory_reads_tagged_text(tmp_path):
     import bench_tokenizer_memory as bm
 
     assert bm.read_lines([str(f)]) == ["迈向充满希望的新世纪", "我正在写这本书的心得。"]
+
+
+def test_a_run_with_another_task_size_does_not_resume_the_old_tasks(tmp_path):
+    """Finished tasks kept by a stopped run are resumed only by a run that cuts the input
+    the same way: rank 3 of another --task-mb is another piece of the input (resuming it
+    counted documents twice: a 'training sample' of 160% of the corpus)."""
+    raw = tmp_path / "raw"
+    run_script("download_data.py", "--dataset", "sample", "--shard-rows", "100000",
+               "--output", raw)
+    out = tmp_path / "tok"
+    cp = run_script("train_tokenizer.py", "--input", raw, "--output", out, "--vocab-size",
+                    "2000", "--memory-budget", "1MB", check=False)   # stops after sampling
+    assert cp.returncode == 2 and (tmp_path / ".tok.partial").is_dir()
+    cp = run_script("train_tokenizer.py", "--input", raw, "--output", out, "--vocab-size",
+                    "2000", "--task-mb", "1")
+    assert "resuming" not in cp.stderr
+    run_script("train_tokenizer.py", "--input", raw, "--output", tmp_path / "fresh",
+               "--vocab-size", "2000", "--task-mb", "1")
+    assert (out / "tokenizer.json").read_bytes() == (tmp_path / "fresh" / "tokenizer.json").read_bytes()
+    assert manifest(out)["counts"]["docs_in"] == manifest(tmp_path / "fresh")["counts"]["docs_in"] == 2041
+    # the same cut resumes: stopped again, then rerun with the flags it had
+    cp = run_script("train_tokenizer.py", "--input", raw, "--output", tmp_path / "t2",
+                    "--vocab-size", "2000", "--memory-budget", "1MB", check=False)
+    cp = run_script("train_tokenizer.py", "--input", raw, "--output", tmp_path / "t2",
+                    "--vocab-size", "2000")
+    assert "resuming" in cp.stderr

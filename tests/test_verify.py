@@ -285,3 +285,20 @@ def test_a_chinese_only_corpus_is_not_failed_for_lacking_english(tmp_path):
     windows = item_text(cp.stdout, 2).split("\n", 1)[1]
     # some window's start did cut a character: shown as "…", never as U+FFFD
     assert re.search(r"tokens [\d,]+\.\.[\d,]+: …", windows) and "\ufffd" not in windows
+
+
+def test_two_verify_runs_at_once_do_not_share_a_work_folder(broken, tmp_path):
+    """verify.py empties its work folder (.verify.partial) at its start and end: while one
+    run holds it, a second stops with one line instead of breaking the first (they used
+    to fail each other's items, and once hang)."""
+    from pipeline.lock import FolderLock
+
+    held = FolderLock(broken, "another verify.py", name="verify")
+    try:
+        cp, _ = run_verify(broken, tmp_path)
+        assert cp.returncode == 2 and "Traceback" not in cp.stderr
+        assert "verify's work folder" in cp.stderr and "is locked by" in cp.stderr
+    finally:
+        held.release()
+    cp, _ = run_verify(broken, tmp_path)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
