@@ -43,7 +43,10 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from typing import Iterable
 
 import numpy as np
@@ -514,6 +517,27 @@ def count_words(batches: Iterable[list[str]], threads: int | None = None):
     return union.result()
 
 
+@contextmanager
+def signals_held():
+    """Hold Ctrl-C (and SIGTERM) while a compiled function is loaded and run: the
+    KeyboardInterrupt raised inside numba's cache loading (a callback from LLVM) left it
+    broken, and the process died of a segmentation fault. Here the signal is only noted,
+    and raised again when the function returns (the loop itself never sees Python)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    before = {s: signal.signal(s, lambda signum, frame: got.append(signum))
+              for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        if got:   # as if it arrived now: KeyboardInterrupt, or SIGTERM's own end
+            signal.raise_signal(got[0])
+
+
 def train_fast(batches: Iterable[list[str]], vocab_size: int, min_frequency: int,
                special_tokens: list[str] = SPECIAL_TOKENS, threads: int | None = None):
     """The default trainer: BpeTrainer's training, compiled (the same tokenizer.json): the
@@ -537,8 +561,9 @@ def train_words(words, vocab_size: int, min_frequency: int,
     rank[order] = np.arange(256, dtype=np.int32)
     wstart = np.zeros(len(wlen), np.int64)
     np.cumsum(wlen[:-1], out=wstart[1:])
-    merges, _ = _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges,
-                              max(int(min_frequency), 0))
+    with signals_held():   # Ctrl-C while numba loaded it crashed the process (SIGSEGV)
+        merges, _ = _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges,
+                                  max(int(min_frequency), 0))
     merges = np.where(merges < 256, order[np.minimum(merges, 255)], merges)  # byte values
     tokens = [bytes([b]) for b in range(256)]
     for a, b in merges.tolist():

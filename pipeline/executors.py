@@ -225,7 +225,7 @@ def run_tasks(fn: Callable, tasks: int, args: argparse.Namespace, logging_dir: P
         raise StageError(f"{name}: only {done} of {tasks} tasks finished; "
                          f"see {logging_dir}/logs and rerun to resume")
     workers = 1 if inline and kind == "local" else int(getattr(args, "workers", 1) or 1)
-    return prog.phase_resources(logging_dir, tasks, workers, time.time() - t0)
+    return prog.phase_resources(logging_dir, tasks, workers, time.time() - t0, since=t0)
 
 
 def run_here(step: ShardTask, tasks: int, logging_dir: Path) -> None:

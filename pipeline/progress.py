@@ -103,7 +103,7 @@ class TaskProgress:
         return {"rank": self.rank, "docs": self.docs, "bytes": self.bytes, "done": done,
                 "cpu_s": round(time.process_time() - self._cpu0, 3),
                 "wall_s": round(time.time() - self._t0, 3), "peak_rss_mb": peak_rss_mb(),
-                "pid": os.getpid()}
+                "pid": os.getpid(), "at": round(time.time(), 3)}
 
     def _write(self, done: bool) -> None:
         if not self.path:
@@ -204,12 +204,16 @@ class ProgressBar:
 
 
 def phase_resources(folder: str | os.PathLike, tasks: int, workers: int,
-                    wall_s: float) -> dict:
+                    wall_s: float, since: float | None = None) -> dict:
     """What a phase's tasks used: CPU seconds, core use = CPU / (workers x wall), and the
     largest worker's peak RSS. Tasks skipped on a resume left their old records, which
-    count: the phase's work is the same."""
+    count in the CPU: the phase's work is the same; but the core use is this run's, over
+    the tasks that ran since `since` (the phase's start), and None when none did (it was
+    25,000% on a resume whose tasks had all run before)."""
     recs = read_records(folder)
     cpu = sum(r["cpu_s"] for r in recs.values())
+    now = [r for r in recs.values() if since is None or r.get("at", since) >= since]
+    cpu_now = sum(r["cpu_s"] for r in now)
     elsewhere = sum(r["cpu_s"] for r in recs.values() if r.get("pid") != os.getpid())
     workers = max(1, min(workers, tasks))
     return {
@@ -217,7 +221,7 @@ def phase_resources(folder: str | os.PathLike, tasks: int, workers: int,
         "task_cpu_s": round(cpu, 3),
         # CPU of tasks run by other processes (not in the driver's own CPU time)
         "worker_cpu_s": round(elsewhere, 3),
-        "core_use": round(cpu / (workers * wall_s), 3) if wall_s > 0 else None,
+        "core_use": round(cpu_now / (workers * wall_s), 3) if wall_s > 0 and now else None,
         "max_worker_rss_mb": max((r["peak_rss_mb"] for r in recs.values()), default=None),
         "docs": sum(r["docs"] for r in recs.values()),
         "bytes": sum(r["bytes"] for r in recs.values()),

@@ -343,3 +343,21 @@ def test_a_token_that_is_not_a_merge_is_refused():
     assert bt.recover_merges(tokens[:258]).tolist() == [[97, 98], [256, 99]]
     with pytest.raises(RuntimeError, match="not one merge"):
         bt.recover_merges(tokens)
+
+
+def test_ctrl_c_during_the_compiled_loop_waits_for_it_to_return():
+    """A Ctrl-C while numba loaded (from its cache) and ran the merge loop killed the
+    process with a segmentation fault (the KeyboardInterrupt was raised inside a callback
+    from LLVM). Held by signals_held, it is noted, and raised when the block ends."""
+    import os
+    import signal
+
+    ran_on = []
+    with pytest.raises(KeyboardInterrupt):
+        with bpe_trainer.signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):   # the handler runs here, between bytecodes: no raise
+                pass
+            ran_on.append(True)
+    assert ran_on == [True]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -141,6 +141,14 @@ def test_progress_records_add_up_across_tasks(tmp_path):
     assert bar.totals() == (15, 1700)
     res = progress.phase_resources(folder, tasks=2, workers=2, wall_s=1.0)
     assert res["docs"] == 15 and res["bytes"] == 1700 and res["max_worker_rss_mb"] > 0
+    # a resume whose tasks all ran before the phase started now: their CPU counts, but
+    # the core use is this run's, and there is none (it was CPU / a wall of ~0)
+    import time as _t
+    later = progress.phase_resources(folder, tasks=2, workers=2, wall_s=0.001,
+                                     since=_t.time() + 1)
+    assert later["core_use"] is None and later["task_cpu_s"] == res["task_cpu_s"]
+    assert progress.phase_resources(folder, tasks=2, workers=2, wall_s=1.0,
+                                    since=0)["core_use"] == res["core_use"]
     # outside a task, progress goes nowhere (and costs nothing)
     progress.task_progress().add(1, 1)
     assert progress.read_records(folder) == recs
