@@ -192,8 +192,11 @@ PIECE_CHARS = 1 << 16
 BATCH_CHARS = 1 << 20
 # Where the GPT-2 split pattern (ByteLevel's) always cuts, so that cutting the text there
 # changes no token: before a lone space or newline between two non-space characters, and
-# between punctuation (not an apostrophe: "'s") and a letter or digit, as in "。中".
-_CUT = re.compile(r"(?<=\S)[ \n](?=\S)|(?<=[^\w\s'])(?=[^\W_])")
+# between common punctuation and a letter or digit, as in "。中". The punctuation is
+# named, not a class: a character newer than Python's Unicode tables may be a letter to
+# the tokenizer's; and the apostrophe is not in it ("'s" is one piece).
+_PUNCT = re.escape("!\"#$%&()*+,-./:;<=>?@[\\]^`{|}~，。！？；：、（）《》〈〉【】「」『』“”‘’…—·")
+_CUT = re.compile(r"(?<=\S)[ \n](?=\S)|(?<=[" + _PUNCT + r"])(?=[^\W_])")
 
 
 def pieces(text: str, size: int = PIECE_CHARS, hard: bool = True) -> list[str]:
