@@ -169,6 +169,7 @@ class FolderLock:
                 print(self.note, file=sys.stderr)
         self.fd = fd
         if self.shared:
+            _readers(self.path)   # tidies the records of readers on this host that died
             self._record = self.path.with_name(f"{self.path.name}.reader-{_host()}-{os.getpid()}")
             self._record.write_text(json.dumps(self._me()))
         else:

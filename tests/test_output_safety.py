@@ -425,3 +425,22 @@ def test_a_previous_output_that_cannot_be_deleted_is_said_truly(sample_layout, o
     line = _one_error_line(as_nobody("--task-mb", "3"))
     assert ".dx.old" in line and "could not be deleted" in line and "delete it by hand" in line
     assert snapshot(d / "dx") == before
+
+
+def test_a_dead_readers_record_is_tidied_by_the_next_reader(tmp_path):
+    """A reader killed with SIGKILL leaves its record (.NAME.lock.reader-HOST-PID); the
+    next run that reads the folder removes it (it stayed until some run was refused),
+    and the last reader then tidies the lock file too."""
+    from pipeline.lock import FolderLock, _host
+
+    folder = tmp_path / "cleaned"
+    folder.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    record = tmp_path / f".cleaned.lock.reader-{_host()}-{dead.pid}"
+    record.write_text(json.dumps({"pid": dead.pid, "pid_start": 0, "host": _host(),
+                                  "script": "dedup_exact.py"}))
+    lock = FolderLock(folder, "verify.py", shared=True)
+    assert not record.exists()
+    lock.release()
+    assert not list(tmp_path.glob(".cleaned.lock*"))
