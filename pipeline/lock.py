@@ -106,6 +106,27 @@ def _open_locked(path: Path, how: int) -> tuple[int | None, dict]:
         os.close(fd)
 
 
+def writer_of(folder: str | os.PathLike) -> dict | None:
+    """The run that holds the exclusive lock of `folder` now (it may be writing the folder
+    for the first time, before it exists), as it recorded itself; None when none does."""
+    path = lock_path(folder)
+    if not path.exists():
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return None   # free (or only read): nobody writes it
+    except OSError as e:
+        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return _read_holder(fd) or {}
+        return None
+    finally:
+        os.close(fd)
+
+
 def _readers(path: Path) -> list[dict]:
     """The runs that hold a shared lock on this folder, as they recorded themselves."""
     out = []

@@ -32,6 +32,13 @@ def list_shards(input_dir: str | os.PathLike) -> list[Path]:
     """The input directory's parquet shards in their defined (sorted) order."""
     d = Path(input_dir)
     if not d.exists():
+        from .lock import describe_holder, writer_of
+
+        h = writer_of(d)   # its first run, under way: the folder appears when it commits
+        if h is not None:
+            raise StageError(f"input directory {d} does not exist yet: "
+                             f"{describe_holder(h)} is writing it; wait for it to finish, "
+                             "then rerun")
         raise StageError(f"input directory {d} does not exist; run {script_for_dir(d)} first")
     if not d.is_dir():
         raise StageError(f"input {d} is not a directory")

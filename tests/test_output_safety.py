@@ -444,3 +444,21 @@ def test_a_dead_readers_record_is_tidied_by_the_next_reader(tmp_path):
     assert not record.exists()
     lock.release()
     assert not list(tmp_path.glob(".cleaned.lock*"))
+
+
+def test_an_input_under_its_first_run_is_named_as_being_written(sample_layout, tmp_path):
+    """While a stage writes its output for the first time, the folder does not exist
+    yet: a stage that reads it says which run is writing it, not 'run it first'."""
+    from pipeline.lock import FolderLock
+
+    d = _copy_raw(sample_layout, tmp_path)
+    held = FolderLock(d / "cleaned", "clean.py")   # as clean.py's first run holds it
+    try:
+        line = _one_error_line(run_script("dedup_exact.py", "--input", d / "cleaned",
+                                          "--output", d / "dx", check=False))
+        assert "does not exist yet: clean.py (pid" in line and "is writing it" in line
+    finally:
+        held.release()
+    line = _one_error_line(run_script("dedup_exact.py", "--input", d / "cleaned",
+                                      "--output", d / "dx", check=False))
+    assert "does not exist; run clean.py first" in line
