@@ -167,8 +167,10 @@ def run(run: Run) -> Output:
     with run.phase("verify"):                                  # 4.7 step 5
         held_texts = heldout.column("text").to_pylist()
         real = held_texts[:tokenizer_checks.REAL_DOCS_CHECKED // 2]
-        real += next(tokenizer_sample.iter_sample(run.staging, tasks, tokenizer_checks.REAL_DOCS_CHECKED
-                                 - len(real)), [])
+        for batch in tokenizer_sample.iter_sample(run.staging, tasks):   # across units
+            real += batch[:tokenizer_checks.REAL_DOCS_CHECKED - len(real)]
+            if len(real) >= tokenizer_checks.REAL_DOCS_CHECKED:
+                break
         verification = tokenizer_checks.verify(tok, args.vocab_size, s["sample_bytes"], real)
     with run.phase("compression"):                             # 4.5
         comp = bpe_trainer.measure_compression_fast(tok, heldout)

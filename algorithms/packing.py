@@ -213,19 +213,27 @@ def get_encoder(tokenizer_path: str, kind: str) -> Encoder:
 
 def sample_texts(shards: list[Path], max_bytes: int, per_shard: int = 64) -> list[str]:
     """A fixed sample for the identity check: the first documents of every shard, taken
-    round-robin until max_bytes of text (different sources are in different shards). A
-    document longer than what is left of max_bytes is cut to it: HF encodes the sample
-    whole, and one 20 MB document took 3 GB and 15 s against a 1 MB budget."""
-    heads = []
-    for s in shards:
-        batch = next(iter_batches(s, columns=["text"], batch_rows=per_shard), None)
-        heads.append([t for t in (batch.column(0).to_pylist() if batch is not None else [])
-                      if t is not None])
+    round-robin (different sources are in different shards) until max_bytes of text or
+    the end of the input; each shard is read per_shard documents at a time, as far as
+    needed (with 64 documents a shard and no more, one shard gave 130 KB of a 1 MB
+    check). A document longer than what is left of max_bytes is cut to it: HF encodes
+    the sample whole, and one 20 MB document took 3 GB and 15 s against a 1 MB budget."""
+    readers = [iter_batches(s, columns=["text"], batch_rows=per_shard) for s in shards]
+    heads: list[list[str]] = [[] for _ in shards]   # each shard's next documents, reversed
     out, size = [], 0
-    for i in range(per_shard):
-        for h in heads:
-            if i < len(h) and size < max_bytes:
-                text = h[i][:max_bytes - size]   # characters: at most 4 bytes each
+    while size < max_bytes:
+        for k, r in enumerate(readers):
+            if r is not None and not heads[k]:
+                batch = next(r, None)
+                if batch is None:
+                    readers[k] = None
+                else:
+                    heads[k] = [t for t in batch.column(0).to_pylist() if t is not None][::-1]
+        if not any(heads) and all(r is None for r in readers):
+            break
+        for h in heads:   # one round: a document from every shard that has one
+            if h and size < max_bytes:
+                text = h.pop()[:max_bytes - size]   # characters: at most 4 bytes each
                 out.append(text)
                 size += len(text.encode("utf-8"))
     return out

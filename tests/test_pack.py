@@ -654,3 +654,15 @@ def test_the_identity_check_sample_keeps_to_its_budget(tmp_path):
     assert sum(len(t.encode()) for t in packing.sample_texts([tmp_path / "part-0.parquet"], 0)) == 0
     got = packing.sample_texts([tmp_path / "part-0.parquet"], 4_000_000)
     assert got == [big, "small one"]
+    # few shards of many documents: the sample still reaches the budget (it stopped at
+    # 64 documents a shard: 130 KB of a 1 MB check on a one-shard corpus), round-robin
+    texts = sample_texts()
+    for name, part in (("one", texts[:1500]), ("two", texts[1500:])):
+        pq.write_table(pa.table({"id": [f"{name}{i}" for i in range(len(part))], "text": part}),
+                       tmp_path / f"{name}.parquet")
+    got = packing.sample_texts([tmp_path / "one.parquet", tmp_path / "two.parquet"], 1_000_000)
+    # (the last document is cut in characters: a few bytes over, at most)
+    assert 990_000 < sum(len(t.encode()) for t in got) < 1_050_000
+    assert got[:4] == [texts[0], texts[1500], texts[1], texts[1501]] and len(got) > 128
+    # the whole input, when it is smaller than the budget
+    assert len(packing.sample_texts([tmp_path / "two.parquet"], 10 ** 9)) == len(texts) - 1500

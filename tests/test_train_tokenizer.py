@@ -563,6 +563,15 @@ def test_a_run_with_another_task_size_does_not_resume_the_old_tasks(tmp_path):
                "--vocab-size", "2000", "--task-mb", "1")
     assert (out / "tokenizer.json").read_bytes() == (tmp_path / "fresh" / "tokenizer.json").read_bytes()
     assert manifest(out)["counts"]["docs_in"] == manifest(tmp_path / "fresh")["counts"]["docs_in"] == 2041
+    # a small sample in small units: the round trip still reads up to 200 real documents,
+    # here every one (it took one batch of the first unit's sample: 85 of 170)
+    small = ["--vocab-size", "2000", "--min-bytes", "300000", "--max-bytes", "600000",
+             "--sample-ratio", "0.05", "--heldout-bytes", "100000", "--task-mb", "0.05"]
+    run_script("train_tokenizer.py", "--input", raw, "--output", tmp_path / "small", *small)
+    m = manifest(tmp_path / "small")
+    real = tokenizer_checks.REAL_DOCS_CHECKED
+    want = min(real, min(m["sample"]["heldout_docs"], real // 2) + m["sample"]["sample_docs"])
+    assert m["verification"]["round_trip_real_docs"] == want and want > 150
     # the same cut resumes: stopped again, then rerun with the flags it had
     cp = run_script("train_tokenizer.py", "--input", raw, "--output", tmp_path / "t2",
                     "--vocab-size", "2000", "--memory-budget", "1MB", check=False)
