@@ -339,12 +339,12 @@ def flags(p, argv) -> None:
     p.add_argument("--check-bytes", type=int, default=1_000_000,
                    help="text compared between the fast encoder and HF (default 1 MB)")
     p.add_argument("--batch-rows", type=int, default=1024,
-                   help="documents encoded per batch: bounds each task's memory")
+                   help="documents encoded per batch: bounds each task's memory (default 1024)")
 
 
 def check(a) -> None:
     if not 0 < a.val_ratio < 1:
-        raise StageError(f"--val-ratio {a.val_ratio}: must be between 0 and 1")
+        raise StageError(f"--val-ratio {a.val_ratio}: must be above 0 and below 1")
     if not 0 <= a.seed < 2 ** 64:
         raise StageError(f"--seed {a.seed}: must be between 0 and 2**64-1")
     if a.batch_rows <= 0 or a.check_bytes < 0:

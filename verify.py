@@ -437,6 +437,9 @@ def bad_chars(text: str) -> tuple[int, int]:
 def check_windows(ctx: Context) -> Item:
     it = Item(2, f"{ctx.args.windows} random windows decode to readable text")
     p = ctx.data / "train.bin"
+    if not p.is_file():
+        it.fail(f"{p} missing", "pack_parallel.py has not run here, or did not finish; run it")
+        return it
     data = np.memmap(p, dtype=np.uint16, mode="r")
     n, w = len(data), ctx.args.window_tokens
     if n <= w:
@@ -742,12 +745,21 @@ def check_smoke_run(ctx: Context) -> Item:
                 "the tokenizer was not made by train_tokenizer.py; run it, then pack_parallel.py")
     else:
         it.figures.append(f"tokenizer from train_tokenizer.py ({tok_in['manifest']})")
+        try:   # the tokenizer is part of the chain too: retrained since, pack is stale
+            now = read_manifest(root / tok_in["manifest"]).get("output_fingerprint")
+        except StageError as e:
+            now = None
+            it.fail(str(e), "run train_tokenizer.py, then pack_parallel.py")
+        if now is not None and now != tok_in.get("fingerprint"):
+            it.fail(f"{root / tok_in['manifest']} changed after pack_parallel.py read it",
+                    "the tokenizer was retrained after packing; rerun pack_parallel.py")
     if dataset not in SMOKE_DATASETS:
         it.fail(f"{root} was built from {what}, not a smoke data set",
                 "run the pipeline on the sample (make demo) and pass its folder as --smoke-dir")
     try:
         check_input(root / PACK_MANIFEST)
-        it.figures.append("every manifest in the chain is fresh (fingerprints match)")
+        if it.ok:
+            it.figures.append("every manifest in the chain is fresh (fingerprints match)")
     except StageError as e:
         it.fail(str(e), "a stage was rerun without the stages after it")
     return it
@@ -889,7 +901,9 @@ def parse_args(argv):
                    help="minimum English characters per token (default 2.0)")
     p.add_argument("--min-cpt-zh", type=float, default=0.6,
                    help="minimum Chinese characters per token (default 0.6)")
-    p.add_argument("--near-dup-threshold", type=float, default=0.8)
+    p.add_argument("--near-dup-threshold", type=float, default=0.8,
+                   help="MinHash similarity from which a train document counts as a near "
+                        "copy of a val one (item 8; default 0.8, dedup_minhash's)")
     p.add_argument("--smoke-dir", default=None,
                    help="data folder of the smoke run, if DATA_DIR holds the full run")
     p.add_argument("--chunk-tokens", type=int, default=1 << 24,

@@ -42,8 +42,10 @@ def list_hub_files(ds: HubDataset) -> tuple[str, list[str]]:
         files = api.list_repo_files(ds.repo, repo_type="dataset", revision=commit)
     except Exception as e:  # network errors come in many types
         where = hub_endpoint() or "huggingface.co"
+        hint = ("is HF_ENDPOINT's mirror up?" if hub_endpoint()
+                else "set HF_ENDPOINT to use a mirror")
         raise StageError(f"cannot list {ds.repo} on {where}: {str(e).splitlines()[0]} "
-                         "(set HF_ENDPOINT to use a mirror)") from None
+                         f"({hint})") from None
     files = sorted(f for f in files if fnmatch.fnmatch(f, ds.pattern))
     if not files:
         raise StageError(f"{ds.repo}: no files match {ds.pattern}")

@@ -439,6 +439,14 @@ def note_stale_downstream(manifest_file: Path, new_fp: str) -> list[Path]:
         up = upstream_path(d, m)
         if up is not None and up == here and (d.get("input") or {}).get("fingerprint") != new_fp:
             stale.append(m.parent if m.name == MANIFEST else m)
+            continue
+        # an extra input (pack's tokenizer) counts as much as the main one
+        extra = d.get("extra_inputs") if isinstance(d.get("extra_inputs"), dict) else {}
+        for rec in extra.values():
+            if isinstance(rec, dict) and rec.get("manifest") and \
+                    (m.parent / rec["manifest"]).resolve() == here and rec.get("fingerprint") != new_fp:
+                stale.append(m.parent if m.name == MANIFEST else m)
+                break
     for s in stale:
         print(f"note: {s} was built from the previous output and is now stale; "
               f"rerun {read_manifest_script(s)} (and the stages after it)", file=sys.stderr)

@@ -136,6 +136,8 @@ def test_unreachable_hub_is_one_line(tmp_path):
     assert cp.returncode == 2
     assert "cannot list roneneldan/TinyStories on http://127.0.0.1:9" in cp.stderr
     assert "Traceback" not in cp.stderr
+    # HF_ENDPOINT is set: the hint is about that mirror, not to set it
+    assert "is HF_ENDPOINT's mirror up?" in cp.stderr and "set HF_ENDPOINT" not in cp.stderr
     assert not (tmp_path / "raw").exists()
     # an endpoint that takes the connection and never answers, and one that is no URL
     import socket

@@ -56,6 +56,14 @@ def test_every_item_passes_on_the_sample_pipeline(pipeline_layout, tmp_path):
     assert md.count("\n## ") == 10 and "| 10 | nothing lost" in md and "**FAIL**" not in md
 
 
+def _early(pipeline_layout: Path, tmp_path: Path) -> Path:
+    """A data folder where only download and clean ran."""
+    d = tmp_path / "early"
+    for name in ("raw", "cleaned"):
+        shutil.copytree(pipeline_layout / name, d / name)
+    return d
+
+
 def test_missing_stages_fail_and_name_the_stage_to_run(pipeline_layout, tmp_path):
     # raw -> pack directly: clean and both dedup stages never ran
     d = tmp_path / "data"
@@ -78,6 +86,11 @@ def test_missing_stages_fail_and_name_the_stage_to_run(pipeline_layout, tmp_path
     assert cp.returncode == 1 and "Traceback" not in cp.stdout + cp.stderr
     assert "checklist: 0 of 10 items PASS, 10 FAIL" in cp.stdout and "run pack_parallel.py" in item_text(cp.stdout, 1)
     assert report.exists()
+    # only the first stages ran: the windows' item names the stage too (it said
+    # "unexpected input" over a FileNotFoundError)
+    cp, _ = run_verify(_early(pipeline_layout, tmp_path), tmp_path)
+    two = item_text(cp.stdout, 2)
+    assert "train.bin missing" in two and "pack_parallel.py" in two and "unexpected input" not in two
 
 
 def test_eos_count_off_blames_the_packer(broken, tmp_path):
@@ -302,3 +315,16 @@ def test_two_verify_runs_at_once_do_not_share_a_work_folder(broken, tmp_path):
         held.release()
     cp, _ = run_verify(broken, tmp_path)
     assert cp.returncode == 0, cp.stdout + cp.stderr
+
+
+def test_a_retrained_tokenizer_makes_pack_stale_and_item_9_says_so(broken, tmp_path):
+    """The tokenizer is one of pack's inputs: retraining it prints that pack's output is
+    now stale (it printed nothing: only the main input was looked at), and item 9's
+    chain is not 'fresh' any more."""
+    cp = run_script("train_tokenizer.py", "--input", broken / "dedup", "--output",
+                    broken / "tokenizer", "--vocab-size", "1900", "--workers", "2")
+    assert "pack_manifest.json was built from the previous output and is now stale" in cp.stderr
+    cp, _ = run_verify(broken, tmp_path)
+    nine = item_text(cp.stdout, 9)
+    assert status(cp.stdout)[9] == "FAIL" and "changed after pack_parallel.py read it" in nine
+    assert "every manifest in the chain is fresh" not in nine
