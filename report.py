@@ -408,7 +408,10 @@ STAGE_COLORS = {"download_data": GREY, "clean": BLUE, "dedup_exact": ORANGE,
                 "dedup_minhash": "#8e44ad", "pack_parallel": GREEN}
 RC = {"font.size": 9, "axes.titlesize": 10, "axes.spines.top": False,
       "axes.spines.right": False, "axes.grid": True, "grid.alpha": 0.3,
-      "figure.facecolor": "white", "savefig.facecolor": "white"}
+      "figure.facecolor": "white", "savefig.facecolor": "white",
+      # text from the corpus or a rule file is drawn as it is: a "$" would start a formula
+      # (and a bad one took the whole cleaning section with it)
+      "text.parse_math": False}
 
 
 def new_figure(nrows: int = 1, ncols: int = 1, *, figsize, **kw):
@@ -487,13 +490,18 @@ def near_threshold(edges, counts, threshold: float, removes: str, log: bool) -> 
     # edges and thresholds are decimals stored as floats (0.8 - 0.1 is 0.7000000000000001):
     # compared with a tolerance, or an edge equal to the window's end falls out of it
     tol = 1e-9 * max(1.0, abs(threshold))
-    below, above = hi_e <= threshold + tol, lo_e >= threshold - tol
     lo, hi = (threshold / 2, threshold * 2) if log else (threshold - 0.1, threshold + 0.1)
     lo, hi = round(lo, 12), round(hi, 12)
     near = (lo_e >= lo - tol) & (hi_e <= hi + tol)
-    rem, kept = (below, above) if removes == "below" else (above, below)
+    # a bin [lo, hi) holds values >= lo: with "below" (value < t removes) a bin ending at t
+    # is all removed and one starting at t all kept; with "above" (value > t removes) a
+    # bin starting at t also holds the kept values equal to t, so it holds both sides
+    if removes == "below":
+        rem, kept = hi_e <= threshold + tol, lo_e >= threshold - tol
+    else:
+        rem, kept = lo_e > threshold + tol, hi_e <= threshold + tol
     return {"total": int(c.sum()), "removed_side": int(c[rem].sum()),
-            "kept_side": int(c[kept].sum()), "straddling": int(c[~below & ~above].sum()),
+            "kept_side": int(c[kept].sum()), "straddling": int(c[~rem & ~kept].sum()),
             "near_removed": int(c[rem & near].sum()), "near_kept": int(c[kept & near].sum()),
             "window": (lo, hi)}
 
@@ -814,8 +822,11 @@ def banners(run: Run, states: list[State], compact: bool = False) -> Html:
     return Html("".join(out))
 
 
-def missing_part(run: Run, what: str, step: Step, extra: str = "") -> Html:
-    gone = "is unreadable" if (run.data / what).exists() else f"is missing{extra}"
+def missing_part(run: Run, what: str, step: Step, extra: str = "",
+                 path: str | None = None) -> Html:
+    """A part of the page that cannot be drawn: `what` (a file under the data folder, or
+    a description with the file it comes from in `path`) is unreadable or missing."""
+    gone = "is unreadable" if (run.data / (path or what)).exists() else f"is missing{extra}"
     return Html(f'<div class="missing" data-step="{step.key}">{esc(what)} {gone}. '
                 f'Run: <code>{esc(step.command(run.data))}</code></div>')
 
@@ -838,9 +849,8 @@ def funnel_data(run: Run) -> list[dict]:
         st, c = run.states[key], run.counts(key)
         if key == "download_data":
             docs, nbytes = c.get("rows"), c.get("text_bytes")
+            # (bad records are among the skipped, by reason: not counted a second time)
             removed = {f"skipped: {k}": v for k, v in (c.get("skipped") or {}).items()}
-            if c.get("bad_records"):
-                removed["bad_records"] = c["bad_records"]
             docs_in = None
         else:
             docs, nbytes = c.get("docs_out"), c.get("bytes_out")
@@ -919,6 +929,17 @@ def rule_signal(stats: dict, name: str) -> tuple | None:
     return None
 
 
+def safe_rule_block(run: Run, rule: dict, stats: dict, config: dict, docs_in: int) -> Html:
+    """rule_block, or one line for a rule that cannot be drawn (a rule file's odd
+    declaration spoils its own block, not every rule's)."""
+    try:
+        return rule_block(run, rule, stats, config, docs_in)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, ArithmeticError) as e:
+        msg = f"rule {rule.get('rule')}: could not be drawn ({type(e).__name__}: {e})"
+        run.errors.append(msg)
+        return Html(f'<div class="stale error">{esc(msg)}</div>')
+
+
 def rule_block(run: Run, rule: dict, stats: dict, config: dict, docs_in: int) -> Html:
     name = str(rule.get("rule"))
     head = (f'<h4>{esc(name)} <span class="thr">{esc(rule.get("threshold", ""))}</span> '
@@ -948,16 +969,25 @@ def rule_block(run: Run, rule: dict, stats: dict, config: dict, docs_in: int) ->
             k = near_threshold(hist["bins"], by["kept"], t, removes, log) if by.get("kept") else None
             lo, hi = n["window"]
             if k is not None:
-                other = n["total"] - n["removed_side"]
-                where = (f"all on the removed side of {t:g} (red)" if not other else
-                         f"{n['removed_side']:,} on the removed side of {t:g} (red) and "
-                         f"{other:,} not, removed on another ground than this value (for "
-                         "lang: a language not asked for)")
+                other = n["total"] - n["removed_side"] - n["straddling"]
+                if n["total"] == 0:
+                    where = f"none removed by {esc(name)} at {t:g}"
+                elif not other and not n["straddling"]:
+                    where = f"all on the removed side of {t:g} (red)"
+                else:
+                    where = ", ".join(
+                        [f"{n['removed_side']:,} on the removed side of {t:g} (red)"]
+                        + ([f"{n['straddling']:,} in the bin holding {t:g}"]
+                           if n["straddling"] else [])
+                        + ([f"{other:,} not, removed on another ground than this value "
+                            "(for lang: a language not asked for)"] if other else []))
+                held = (f" ({k['straddling']:,} kept in the bin holding {t:g})"
+                        if k["straddling"] else "")
                 caption = note(Html(
-                    f"{n['total']:,} documents removed by {esc(name)}, {where}; "
-                    f"grey: removed by another rule. Near the threshold "
+                    f"{n['total']:,} document{'s' if n['total'] != 1 else ''} removed by "
+                    f"{esc(name)}: {where}; grey: removed by another rule. Near the threshold "
                     f"({lo:g} to {hi:g}): <b>{n['near_removed']:,}</b> just removed by it, "
-                    f"<b>{k['near_kept']:,}</b> kept just on the other side."))
+                    f"<b>{k['near_kept']:,}</b> kept just on the other side{held}."))
             else:
                 caption = note(Html(
                     f"{n['total']:,} documents measured; {n['removed_side']:,} on the removed side "
@@ -1001,22 +1031,23 @@ def clean_sweep(run: Run) -> Html:
                         'clean.py --sweep to refresh it.</div>'))
     base, docs_in = sw.get("base") or {}, sw.get("docs_in") or 0
     now = ((run.m("clean") or {}).get("config") or {}) if run.states["clean"].ran else base
-    swept = {str(x.get("param", "")).partition("@")[0] for x in sw.get("sweeps") or []}
-    # the swept settings may differ (that is the loop: sweep, then rerun with a value
-    # chosen); any other one makes every row a what-if beside settings no longer in place
-    moved = [k for k in base if k in now and k not in swept and now[k] != base[k]]
-    if moved:   # clean ran again with other settings after the sweep
-        out.append(Html(f'<div class="stale">This sweep was run with other settings than the '
-                        f'output in place ({esc(moved[0])} {esc(base[moved[0]])} then, '
-                        f'{esc(now[moved[0]])} now): its rows are what each value would '
-                        f'remove beside those settings; rerun clean.py --sweep to refresh '
-                        f'it.</div>'))
     for s in sw.get("sweeps") or []:
         param, values = s.get("param"), s.get("values") or []
+        # this sweep's own setting may differ (that is the loop: sweep, then rerun with a
+        # value chosen); any other one, another sweep's included, makes every row a
+        # what-if beside settings no longer in place
+        moved = settings_moved(base, now, str(param))
+        if moved:   # clean ran again with other settings after the sweep
+            out.append(Html(f'<div class="stale">This sweep was run with other settings than '
+                            f'the output in place ({esc(moved[0])} {esc(base[moved[0]])} then, '
+                            f'{esc(now[moved[0]])} now): its rows of {esc(param)} are what each '
+                            f'value would remove beside those settings; rerun clean.py --sweep '
+                            f'to refresh it.</div>'))
+        current = swept_value(now, str(param))
         rules = list(dict.fromkeys(k for v in values for k in (v.get("removed") or {})))
         rows, attrs = [], []
         for v in values:
-            cur = not moved and now.get(param) == v.get("value")
+            cur = not moved and current is not None and current == v.get("value")
             rows.append([Html(f"{esc(v.get('value'))}{' (this run)' if cur else ''}")]
                         + [(v.get("removed") or {}).get(r, 0) for r in rules]
                         + [v.get("docs_out"), share(v.get("docs_out") or 0, docs_in),
@@ -1036,6 +1067,35 @@ def clean_sweep(run: Run) -> Html:
                             f'{esc(ch.get("to"))}: <b>{hfmt(ch.get("documents"))}</b> documents '
                             f'change fate</p><div class="grid3">{exs}</div>'))
     return Html("".join(out))
+
+
+def settings_moved(base: dict, now: dict, param: str) -> list[str]:
+    """The settings other than `param` ("min_chars", or one language's "min_chars@zh")
+    whose value in place (now) differs from the one a sweep was made beside (base)."""
+    key, _, lang = param.partition("@")
+    out = []
+    for k in base:
+        if k not in now:
+            continue
+        a, b = base[k], now[k]
+        if k == key:
+            if not lang:
+                continue
+            a = {x: v for x, v in (a if isinstance(a, dict) else {"*": a}).items() if x != lang}
+            b = {x: v for x, v in (b if isinstance(b, dict) else {"*": b}).items() if x != lang}
+        if a != b:
+            out.append(k)
+    return out
+
+
+def swept_value(config: dict, param: str):
+    """The value a config gives a swept parameter: config["min_chars"], or for
+    "min_chars@zh" its Chinese threshold (or the one for every language); None if none."""
+    key, _, lang = param.partition("@")
+    v = config.get(key)
+    if lang and isinstance(v, dict):
+        return v.get(lang, v.get("*"))
+    return v
 
 
 def section_cleaning(run: Run) -> Html:
@@ -1059,7 +1119,8 @@ def section_cleaning(run: Run) -> Html:
                             share(r.get("removed") or 0, docs_in),
                             badge("warn", f"> {stats.get('warn_share', '?')}") if r.get("warn")
                             else ""] for r in rules], "rules"))
-        body.append(Html("".join(rule_block(run, r, stats, config, docs_in) for r in rules)))
+        body.append(Html("".join(safe_rule_block(run, r, stats, config, docs_in)
+                                 for r in rules)))
         langs = stats.get("languages") or {}
         reached, kept = langs.get("reached_language_id") or {}, langs.get("kept") or {}
         lang_rows = [[k, v, kept.get(k, 0), v - kept.get(k, 0)]
@@ -1085,7 +1146,7 @@ def exact_part(run: Run) -> Html:
         return Html("")
     s = run.files.json(EXACT_STATS)
     if s is None:
-        return missing_part(run, EXACT_STATS, st.step, " (the stage wrote no report)")
+        return missing_part(run, EXACT_STATS, st.step)
     c = run.counts("dedup_exact")
     out = [note(f"{fmt(s.get('docs_in'))} documents in, {fmt(s.get('docs_out'))} kept; "
                 f"{fmt((s.get('removed') or {}).get('exact_duplicate'))} exact copies removed "
@@ -1109,7 +1170,7 @@ def minhash_part(run: Run) -> Html:
         return Html("")
     s = run.files.json(MINHASH_STATS)
     if s is None:
-        return missing_part(run, MINHASH_STATS, st.step, " (the stage wrote no report)")
+        return missing_part(run, MINHASH_STATS, st.step)
     cfg = s.get("config") or st.data.get("config") or {}
     bands, rows_, thr = cfg.get("bands"), cfg.get("rows"), cfg.get("threshold")
     out = [table(["documents in", "kept", "band collisions", "candidate pairs", "rejected",
@@ -1245,7 +1306,7 @@ def section_tokenizer(run: Run) -> Html:
                       [[lang, v.get("chars_per_token"), v.get("bytes_per_token"),
                         v.get("docs"), v.get("tokens")] for lang, v in comp_m.items()])
                 + missing_part(run, "The comparison with GPT-2, a Llama-style 32k vocabulary "
-                               "and cl100k", TOOLS[0])), "compression"))
+                               "and cl100k", TOOLS[0], path=TOOLS[0].path)), "compression"))
         sample = m.get("sample") or {}
         cfg = m.get("config") or {}
         srows = [["vocabulary size",
@@ -1274,8 +1335,10 @@ def section_tokenizer(run: Run) -> Html:
     elif not pack.ran:
         right = missing_part(run, "The tokens-per-document histogram (pack's report)",
                              pack.step)
+    elif not (run.data / PACK_STATS).exists():
+        right = missing_part(run, PACK_STATS, pack.step)
     else:
-        right = note("pack_report/pack_stats.json has no tokens_per_doc histogram.")
+        right = note(f"{PACK_STATS} has no tokens_per_doc histogram (or is unreadable).")
     body.append(Html(f'<div class="grid2"><div>{left}</div><div>{right}</div></div>'))
     return section("tokenizer", "4. Tokenizer", section_status([tok, cmp_]), "".join(body))
 
@@ -1437,6 +1500,14 @@ def next_step(run: Run) -> Html:
                     f'{esc(stale.command(run.data))}</code> and the steps below it '
                     f'({esc(run.states[stale.key].message)}).</div>')
     missing = next((s for s in order if not run.states[s.key].ran), None)
+    # a stage that kept no document: the next one would refuse its empty input
+    empty = next((s for s in order[:order.index(missing)] if missing and s.key in FUNNEL
+                  and run.counts(s.key).get("rows" if s.key == "download_data" else
+                                            "docs_out", 1) == 0), None) if missing else None
+    if empty:
+        return Html(f'<div class="missing next"><b>Next:</b> {esc(empty.script)} kept no '
+                    f'document, so nothing after it can run: see its section, loosen its '
+                    f'settings and rerun <code>{esc(empty.command(run.data))}</code>.</div>')
     if missing:
         return Html(f'<div class="missing next"><b>Next:</b> run <code>'
                     f'{esc(missing.command(run.data))}</code></div>')

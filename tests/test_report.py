@@ -292,6 +292,31 @@ def test_a_sweep_from_other_settings_or_input_is_not_this_runs(pipeline_layout, 
     assert "This sweep was run on an earlier dedup_exact/ output" in text
 
 
+def test_sweeps_mark_this_run_only_beside_the_settings_in_place(pipeline_layout, tmp_path):
+    """Two sweeps, then a run with a value of one of them: the other sweep's rows were
+    made beside the old value, so they are stale (they were marked "this run", because a
+    setting swept by any sweep was left out of every sweep's check). A per-language sweep
+    marks the language's value in place (it never marked any)."""
+    d = tmp_path / "data"
+    shutil.copytree(pipeline_layout / "raw", d / "raw")
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned")
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned",
+               "--sweep", "min_chars=200,600", "--sweep", "max_dup_lines=0.3,0.5")
+    html, _ = make_report(d)
+    assert "200 (this run)" in html and "0.3 (this run)" in html
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--min-chars", "600")
+    text = Page(make_report(d)[0]).all_text
+    assert "600 (this run)" in text and "0.3 (this run)" not in text
+    assert ("This sweep was run with other settings than the output in place (min_chars 200 "
+            "then, 600 now): its rows of max_dup_lines") in text
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--min-chars",
+               "en=200,zh=80")
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--min-chars",
+               "en=200,zh=80", "--sweep", "min_chars@zh=50,80,600")
+    text = Page(make_report(d)[0]).all_text
+    assert "80 (this run)" in text and "50 (this run)" not in text
+
+
 def test_pack_with_a_tokenizer_from_elsewhere_is_judged_by_that_one(full_run, tmp_path):
     """pack --tokenizer outside the data folder: the page checks pack against the tokenizer
     it read (it compared data/tokenizer/, unused, and called pack stale, or called the
@@ -340,8 +365,8 @@ def test_the_lang_caption_counts_what_the_histogram_holds(full_run):
     other = sum(removed) - below
     assert other > 0       # the sample has confident documents in other languages
     text = Page(html).all_text
-    assert (f"{sum(removed):,} documents removed by lang, {below:,} on the removed side of "
-            f"{t:g} (red) and {other:,} not") in text
+    assert (f"{sum(removed):,} documents removed by lang: {below:,} on the removed side of "
+            f"{t:g} (red), {other:,} not") in text
 
 
 def test_a_tool_that_read_a_stale_stage_is_stale(full_run, tmp_path):
@@ -469,8 +494,11 @@ def test_near_threshold_counts_each_side():
     edges = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 1.0]
     counts = [5, 4, 3, 2, 1, 10]
     n = report.near_threshold(edges, counts, 0.3, "above", log=False)
-    assert n["removed_side"] == 13 and n["kept_side"] == 12 and n["straddling"] == 0
-    assert n["near_kept"] == 3 and n["near_removed"] == 2    # bins within 0.1 of 0.3
+    # "above": a value equal to 0.3 is kept, so the bin [0.3, 0.4) holds both sides
+    assert n["removed_side"] == 11 and n["kept_side"] == 12 and n["straddling"] == 2
+    assert n["near_kept"] == 3 and n["near_removed"] == 0    # bins within 0.1 of 0.3
+    n = report.near_threshold(edges, counts, 0.3, "below", log=False)
+    assert n["removed_side"] == 12 and n["kept_side"] == 13 and n["straddling"] == 0
     n = report.near_threshold([0, 10, 100, 200, 400, 1000], [1, 2, 3, 4, 5], 200, "below",
                               log=True)
     assert n["removed_side"] == 6 and n["near_removed"] == 3 and n["near_kept"] == 4
@@ -506,3 +534,55 @@ def test_stage_state_missing_names_the_command(tmp_path):
     st = report.stage_state(tmp_path, report.STAGES[2])
     assert st.state == "missing" and not st.ran
     assert "python dedup_exact.py --input" in st.message
+
+
+def test_download_bad_records_are_counted_once_in_the_funnel(tmp_path):
+    """Skipped bad records are listed by reason; their total was added as a reason of its
+    own ("bad_records 2"), counting each twice."""
+    src = tmp_path / "bad.jsonl"
+    src.write_text('{"id":"a","text":"hello world"}\nnot json\n{"id":"b","text":123}\n'
+                   '{"id":"c","text":"another doc"}\n')
+    d = tmp_path / "data"
+    run_script("download_data.py", "--input", src, "--output", d / "raw", "--on-bad-record", "skip")
+    text = Page(make_report(d)[0]).all_text
+    assert "skipped: invalid JSON 1, skipped: non-string text 1" in text
+    assert "bad_records 2" not in text   # the total, a second time
+
+
+def test_rule_captions_count_the_bin_holding_the_threshold(pipeline_layout, tmp_path):
+    """--min-chars 600 falls inside a bin: its documents were said to be 'removed on
+    another ground'. A '$' in a rule file's description made matplotlib parse a formula
+    and the whole cleaning section was lost; it is drawn as text. A stage that kept
+    nothing is the next step (the page said to run the next stage, which refuses)."""
+    from conftest import ROOT
+
+    d = tmp_path / "data"
+    shutil.copytree(pipeline_layout / "raw", d / "raw")
+    rule = tmp_path / "dollar.py"
+    rule.write_text((ROOT / "docs" / "examples" / "line_ends_rule.py").read_text().replace(
+        '"under this share of lines end like a sentence"', '"lines ending in $ or ^$ marks"'))
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--min-chars", "600",
+               "--rules", f"tutorial,{rule}")
+    page = Page(make_report(d)[0])
+    text = page.all_text
+    assert "could not be drawn" not in text, text[text.find("could not be drawn") - 300:][:600]
+    assert any(a.get("alt") == "histogram of line_end_share" for t, a in page.tags if t == "img")
+    too_short = text[text.index("removed by too_short:"):][:300]
+    assert "in the bin holding 600" in too_short and "another ground" not in too_short
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned",
+               "--min-chars", "10000000")
+    text = Page(make_report(d)[0]).all_text
+    assert "Next: clean.py kept no document, so nothing after it can run" in text
+    assert "Next: run python dedup_exact.py" not in text
+
+
+def test_a_missing_or_unreadable_report_file_is_named_as_such(full_run, tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(full_run[0], d, symlinks=True)
+    (d / "pack_report" / "pack_stats.json").unlink()
+    comp = d / "tokenizer" / "report" / "compression.json"
+    comp.write_text(comp.read_text()[:200])
+    text = Page(make_report(d)[0]).all_text
+    assert "pack_report/pack_stats.json is missing" in text
+    assert "has no tokens_per_doc histogram" not in text
+    assert "The comparison with GPT-2, a Llama-style 32k vocabulary and cl100k is unreadable" in text
