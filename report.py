@@ -914,6 +914,8 @@ def section_funnel(run: Run) -> Html:
 def value_text(v) -> str:
     if isinstance(v, dict):
         return ", ".join(f"{k}={fmt(x)}" for k, x in v.items())
+    if isinstance(v, list):   # a set of languages
+        return ",".join(map(str, v))
     return fmt(v)
 
 
@@ -1039,8 +1041,8 @@ def clean_sweep(run: Run) -> Html:
         moved = settings_moved(base, now, str(param))
         if moved:   # clean ran again with other settings after the sweep
             out.append(Html(f'<div class="stale">This sweep was run with other settings than '
-                            f'the output in place ({esc(moved[0])} {esc(base[moved[0]])} then, '
-                            f'{esc(now[moved[0]])} now): its rows of {esc(param)} are what each '
+                            f'the output in place ({esc(moved[0])} {esc(value_text(base[moved[0]]))} '
+                            f'then, {esc(value_text(now[moved[0]]))} now): its rows of {esc(param)} are what each '
                             f'value would remove beside those settings; rerun clean.py --sweep '
                             f'to refresh it.</div>'))
         current = swept_value(now, str(param))
@@ -1048,7 +1050,7 @@ def clean_sweep(run: Run) -> Html:
         rows, attrs = [], []
         for v in values:
             cur = not moved and current is not None and current == v.get("value")
-            rows.append([Html(f"{esc(v.get('value'))}{' (this run)' if cur else ''}")]
+            rows.append([Html(f"{esc(value_text(v.get('value')))}{' (this run)' if cur else ''}")]
                         + [(v.get("removed") or {}).get(r, 0) for r in rules]
                         + [v.get("docs_out"), share(v.get("docs_out") or 0, docs_in),
                            human_bytes(v.get("bytes_out") or 0)])
@@ -1496,8 +1498,9 @@ def next_step(run: Run) -> Html:
                     f'it is, and is shown below); to check the whole run again, run '
                     f'<code>{esc(gone.command(run.data))}</code> and the steps below it.</div>')
     if stale:
+        below = " and the steps below it" if stale is not order[-1] else ""
         return Html(f'<div class="stale next"><b>Next:</b> rerun <code>'
-                    f'{esc(stale.command(run.data))}</code> and the steps below it '
+                    f'{esc(stale.command(run.data))}</code>{below} '
                     f'({esc(run.states[stale.key].message)}).</div>')
     missing = next((s for s in order if not run.states[s.key].ran), None)
     # a stage that kept no document: the next one would refuse its empty input
