@@ -610,7 +610,8 @@ def _user_values(rule: Rule, fn: Callable, texts) -> np.ndarray:
                          f"of {len(texts)}); a signal must be a number")
     if rule.kind is int:   # kept as int64: a value that is not one would change silently
         if values.dtype.kind == "f":
-            bad = ~np.isfinite(values) | (values != np.round(values)) | (np.abs(values) >= 2.0 ** 63)
+            bad = (~np.isfinite(values) | (values != np.round(values))
+                   | (np.abs(values) >= 2.0 ** 63))
         elif values.dtype.kind == "u":
             bad = values > np.iinfo(np.int64).max
         else:
@@ -618,8 +619,8 @@ def _user_values(rule: Rule, fn: Callable, texts) -> np.ndarray:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise StageError(f"rule {rule.name!r} is declared int, but its measure gave "
-                             f"{values[i].item()!r} (document {i} of a batch of {len(texts)}): return "
-                             "whole numbers of int64, or declare it float")
+                             f"{values[i].item()!r} (document {i} of a batch of {len(texts)}): "
+                             "return whole numbers of int64, or declare it float")
     return values
 
 

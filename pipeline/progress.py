@@ -208,8 +208,8 @@ def phase_resources(folder: str | os.PathLike, tasks: int, workers: int,
     """What a phase's tasks used: CPU seconds, core use = CPU / (workers x wall), and the
     largest worker's peak RSS. Tasks skipped on a resume left their old records, which
     count in the CPU: the phase's work is the same; but the core use is this run's, over
-    the tasks that ran since `since` (the phase's start), and None when none did (it was
-    25,000% on a resume whose tasks had all run before)."""
+    the tasks that ran since `since` (the phase's start), and None when none did (it came
+    out in millions of percent on a resume whose tasks had all run before)."""
     recs = read_records(folder)
     cpu = sum(r["cpu_s"] for r in recs.values())
     now = [r for r in recs.values() if since is None or r.get("at", since) >= since]

@@ -138,7 +138,8 @@ def read_parquet(path: Path, source: str, skips: Skips, keep: list[str],
             n = t.num_rows
             ids = pc.cast(t.column("id"), pa.string()) if has_id else None
             if ids is not None:   # an empty id is no id
-                ids = pc.if_else(pc.equal(pc.binary_length(ids), 0), pa.scalar(None, pa.string()), ids)
+                ids = pc.if_else(pc.equal(pc.binary_length(ids), 0),
+                                 pa.scalar(None, pa.string()), ids)
             if ids is None or ids.null_count:   # no id, or none for some rows: file#row
                 made = strings([f"{source}#{i}" for i in range(row, row + n)])
                 ids = made if ids is None else pc.if_else(pc.is_valid(ids), ids, made)

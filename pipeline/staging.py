@@ -443,8 +443,9 @@ def note_stale_downstream(manifest_file: Path, new_fp: str) -> list[Path]:
         # an extra input (pack's tokenizer) counts as much as the main one
         extra = d.get("extra_inputs") if isinstance(d.get("extra_inputs"), dict) else {}
         for rec in extra.values():
-            if isinstance(rec, dict) and rec.get("manifest") and \
-                    (m.parent / rec["manifest"]).resolve() == here and rec.get("fingerprint") != new_fp:
+            if not (isinstance(rec, dict) and rec.get("manifest")):
+                continue
+            if (m.parent / rec["manifest"]).resolve() == here and rec.get("fingerprint") != new_fp:
                 stale.append(m.parent if m.name == MANIFEST else m)
                 break
     for s in stale:
