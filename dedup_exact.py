@@ -77,9 +77,13 @@ def check_spill_files(total_docs: int, budget: int, flag: str) -> None:
         return
     halves = max(1, (limit - 64) // 3 // 2)     # partitions_needed() doubles ceil(need / budget)
     least = math.ceil(total_docs * exact_dedup.BYTES_PER_DOC / halves)
+    # rounded up to what human_bytes shows (1,344 B shown as 1.3 KB was refused again)
+    scale = 1000 ** max(0, min(4, int(math.log10(max(least, 1)) // 3)))
+    step = scale / 10 if scale > 1 else 1
+    shown = math.ceil(least / step) * step
     raise StageError(f"--memory-budget {flag}: {parts:,} spill partitions would keep "
                      f"{3 * parts:,} files open, more than this process may ({limit:,}, ulimit "
-                     f"-n); raise --memory-budget to at least {human_bytes(least)}")
+                     f"-n); raise --memory-budget to at least {human_bytes(shown)}")
 
 
 def run(run: Run) -> Output:

@@ -495,7 +495,9 @@ def build_report(shown: dict, cand_sims, counts, staging: Path, config: dict) ->
             ["bytes", human_bytes(c["bytes_in"]), human_bytes(c["bytes_out"]),
              pct(c["bytes_out"], c["bytes_in"])]]
     head = ["dedup_minhash", "before", "after", "kept"]
-    lsh = [["band collisions (pairs, all bands)", c["band_pairs"]],
+    # every pair of a bucket up to 64 documents, a star and a chain past it (not every
+    # collision then), summed over the bands, repeats included
+    lsh = [["bucket pairs, all bands", c["band_pairs"]],
            ["candidate pairs (unique)", c["candidates"]],
            [f"rejected: similarity < {config['threshold']}", c["candidates_rejected"]],
            ["verified duplicate pairs", c["candidates"] - c["candidates_rejected"]],

@@ -1175,7 +1175,7 @@ def minhash_part(run: Run) -> Html:
         return missing_part(run, MINHASH_STATS, st.step)
     cfg = s.get("config") or st.data.get("config") or {}
     bands, rows_, thr = cfg.get("bands"), cfg.get("rows"), cfg.get("threshold")
-    out = [table(["documents in", "kept", "band collisions", "candidate pairs", "rejected",
+    out = [table(["documents in", "kept", "bucket pairs", "candidate pairs", "rejected",
                   "clusters", "near-duplicates removed"],
                  [[s.get("docs_in"), s.get("docs_out"), s.get("band_pairs"),
                    s.get("candidates"), s.get("candidates_rejected"), s.get("clusters"),

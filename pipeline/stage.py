@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +47,7 @@ from .local_pool import start_pool_early
 from .lock import FolderLock
 from .manifest import MANIFEST, check_input
 from .shards import list_shards, open_shard
-from .staging import StageRun, add_force_arg, current_manifest, staging_path
+from .staging import RUN_KEY, StageRun, add_force_arg, current_manifest, staging_path
 from .task_results import load_task_results
 from .units import Unit, describe, plan_units, unit_offsets
 
@@ -357,6 +358,9 @@ class Stage:
             out = self.run_fn(run)
         except StageError as e:   # say where the finished tasks wait, and for what
             if not staged.staging.exists():
+                raise
+            if {p.name for p in staged.staging.iterdir()} <= {RUN_KEY}:   # nothing done yet
+                shutil.rmtree(staged.staging, ignore_errors=True)
                 raise
             raise StageError(f"{e} (the work done so far is kept in {staged.staging}: a "
                              "rerun with the same input and settings resumes from it, any "

@@ -222,5 +222,29 @@ def test_a_budget_that_needs_too_many_open_files_is_refused_first():
         dedup_exact.check_spill_files(1821, 365, "365")     # the least it names: fits
         with pytest.raises(StageError):
             dedup_exact.check_spill_files(1821, 364, "364")
+        # in KB and MB too, the budget it names fits (1,344 B, shown as 1.3 KB, did not)
+        from pipeline.tables import parse_size
+
+        for docs in (7_000, 9_999, 123_457, 5_000_001):
+            with pytest.raises(StageError) as e:
+                dedup_exact.check_spill_files(docs, 10, "10")
+            named = str(e.value).rsplit("at least ", 1)[1].replace(" ", "")
+            dedup_exact.check_spill_files(docs, parse_size(named, "--memory-budget"), named)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_refusal_before_any_task_leaves_no_staging_folder(sample_layout, tmp_path):
+    """A run stopped by a one-line error before any task finished (here the spill files'
+    check) says nothing of 'work kept' and leaves no staging folder behind."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))   # the stage inherits it
+    try:
+        cp = run_script("dedup_exact.py", "--input", sample_layout / "raw", "--output",
+                        tmp_path / "dx", "--memory-budget", "1B", check=False)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert cp.returncode == 2 and "raise --memory-budget to at least" in cp.stderr
+    assert "kept in" not in cp.stderr and not (tmp_path / ".dx.partial").exists()
