@@ -192,7 +192,9 @@ class FolderLock:
         if self.shared:
             _readers(self.path)   # tidies the records of readers on this host that died
             self._record = self.path.with_name(f"{self.path.name}.reader-{_host()}-{os.getpid()}")
-            self._record.write_text(json.dumps(self._me()))
+            tmp = self.path.with_name(f".tmp-{self._record.name}")   # whole, or not there
+            tmp.write_text(json.dumps(self._me()))
+            os.replace(tmp, self._record)
         else:
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
