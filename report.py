@@ -491,7 +491,7 @@ def near_threshold(edges, counts, threshold: float, removes: str, log: bool) -> 
     # compared with a tolerance, or an edge equal to the window's end falls out of it
     tol = 1e-9 * max(1.0, abs(threshold))
     lo, hi = (threshold / 2, threshold * 2) if log else (threshold - 0.1, threshold + 0.1)
-    lo, hi = round(lo, 12), round(hi, 12)
+    lo, hi = round(max(lo, e[0]), 12), round(min(hi, e[-1]), 12)   # within the histogram
     near = (lo_e >= lo - tol) & (hi_e <= hi + tol)
     # a bin [lo, hi) holds values >= lo: with "below" (value < t removes) a bin ending at t
     # is all removed and one starting at t all kept; with "above" (value > t removes) a

@@ -499,6 +499,9 @@ def test_near_threshold_counts_each_side():
     assert n["near_kept"] == 3 and n["near_removed"] == 0    # bins within 0.1 of 0.3
     n = report.near_threshold(edges, counts, 0.3, "below", log=False)
     assert n["removed_side"] == 12 and n["kept_side"] == 13 and n["straddling"] == 0
+    # the window stays within the histogram: "0 to 0.1" for a threshold of 0, not "-0.1"
+    assert report.near_threshold(edges, counts, 0.0, "above", log=False)["window"] == (0.0, 0.1)
+    assert report.near_threshold(edges, counts, 1.0, "below", log=False)["window"] == (0.9, 1.0)
     n = report.near_threshold([0, 10, 100, 200, 400, 1000], [1, 2, 3, 4, 5], 200, "below",
                               log=True)
     assert n["removed_side"] == 6 and n["near_removed"] == 3 and n["near_kept"] == 4
