@@ -46,11 +46,10 @@ from pipeline.errors import StageError, run_stage
 from pipeline.tables import markdown_table, save_report, table
 from pipeline.shards import open_shard
 from algorithms.tokenizer_file import load_tokenizer, ordinary_tokenizer
-from algorithms.tokenizer_checks import compression
+from algorithms.tokenizer_checks import LANG_NAMES, compression
 from algorithms.tokenizer_sample import doc_languages, script_counts
 
 LANGS = ("en", "zh")
-LANG_NAMES = {"en": "English", "zh": "Chinese"}
 
 # SHA-256 of OpenAI's GPT-2 files (as tiktoken's own gpt2 encoding checks them).
 GPT2_VOCAB_BPE_SHA256 = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5"

@@ -50,7 +50,7 @@ from pipeline.manifest import (MANIFEST, check_input, display_path, read_manifes
 from pipeline.tables import human_bytes, markdown_table, pct, table, window_text
 from pipeline.shards import list_shards, matches_record
 from algorithms.loader import read_val_ids, write_val_ids
-from algorithms.tokenizer_checks import token_counts
+from algorithms.tokenizer_checks import LANG_NAMES, token_counts
 from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, load_tokenizer,
                                 max_token_id, ordinary_tokenizer, tokenizer_hash)
 
@@ -601,9 +601,6 @@ def tokenizer_heldout(tok_path: Path, max_chars: int = 2_000_000) -> dict[str, l
     return out
 
 
-LANG_NAME = {"en": "English", "zh": "Chinese"}
-
-
 def check_compression(ctx: Context) -> Item:
     it = Item(7, "compression measured: characters per token on English and Chinese")
     texts = {k: list(v) for k, v in HELD_OUT.items()}
@@ -629,11 +626,11 @@ def check_compression(ctx: Context) -> Item:
                           f"{len(held.get(lang, []))} documents held out by train_tokenizer.py, "
                           f"{val[lang]} val documents; "
                           + (f"minimum {mins[lang]})" if in_corpus else
-                             f"no {LANG_NAME[lang]} document in the corpus: not held to the "
+                             f"no {LANG_NAMES[lang]} document in the corpus: not held to the "
                              f"minimum {mins[lang]})"))
         if cpt < mins[lang] and in_corpus:
             it.fail(f"{lang} compression {cpt:.2f} < {mins[lang]}",
-                    f"too little {LANG_NAME[lang]} in the tokenizer's training corpus "
+                    f"too little {LANG_NAMES[lang]} in the tokenizer's training corpus "
                     + ("(each Chinese character takes several tokens)" if lang == "zh" else
                        "(English words are cut into many short tokens)")
                     + "; rebalance and rerun train_tokenizer.py")

@@ -153,8 +153,7 @@ def _source_version(fn: Callable) -> str:
         code = (_source_version(fn.func) + repr(fn.args)
                 + repr(sorted(fn.keywords.items())))
         return hashlib.sha1(code.encode()).hexdigest()[:12]
-    if not inspect.isfunction(fn) and not inspect.ismethod(fn) and callable(fn):
-        fn = type(fn).__call__   # a callable object: its class's code (never its address)
+    fn = _function_of(fn)   # a callable object: its class's code (never its address)
     try:
         if getattr(fn, "__module__", "").startswith(USER_MODULE):
             code = fn.__qualname__ + "\n" + Path(fn.__code__.co_filename).read_text("utf-8")
@@ -165,16 +164,22 @@ def _source_version(fn: Callable) -> str:
     return hashlib.sha1(code.encode()).hexdigest()[:12]
 
 
+def _function_of(fn: Callable) -> Callable:
+    """The function behind a measure: a partial's (however nested), a callable object's
+    __call__, or the function itself."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    if not inspect.isfunction(fn) and not inspect.ismethod(fn) and callable(fn):
+        fn = type(fn).__call__
+    return fn
+
+
 def in_rule_file(fn) -> bool:
     """Whether a measure (a function, a partial of one, a callable object, or a Measure of
     a Pass) is code of a user's rule file."""
     if isinstance(fn, Measure):
         fn = fn.source.fn
-    if isinstance(fn, functools.partial):
-        fn = fn.func
-    if not inspect.isfunction(fn) and not inspect.ismethod(fn) and callable(fn):
-        fn = type(fn)
-    return (getattr(fn, "__module__", "") or "").startswith(USER_MODULE)
+    return (getattr(_function_of(fn), "__module__", "") or "").startswith(USER_MODULE)
 
 
 @dataclass(frozen=True)

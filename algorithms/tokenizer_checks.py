@@ -32,6 +32,7 @@ from pipeline.tables import human_bytes
 from .tokenizer_file import (BATCH_CHARS, EOS_TOKEN, PIECE_CHARS, SPECIAL_TOKENS, UINT16_LIMIT,
                              max_token_id, ordinary_tokenizer, piece_batches, splits_like_gpt2)
 
+LANG_NAMES = {"en": "English", "zh": "Chinese"}   # the compression's two languages
 ID_LIMIT = UINT16_LIMIT        # every id must be below this (65,536) to be stored as uint16 (4.6)
 
 

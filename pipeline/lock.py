@@ -113,18 +113,13 @@ def writer_of(folder: str | os.PathLike) -> dict | None:
     if not path.exists():
         return None
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd, holder = _open_locked(path, fcntl.LOCK_SH)
     except OSError:
         return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return None   # free (or only read): nobody writes it
-    except OSError as e:
-        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            return _read_holder(fd) or {}
-        return None
-    finally:
-        os.close(fd)
+    if fd is None:
+        return holder
+    os.close(fd)   # free (or only read): nobody writes it
+    return None
 
 
 def _readers(path: Path) -> list[dict]:

@@ -297,8 +297,9 @@ def _table(ids: list[str], texts: list[str], source: str) -> pa.Table:
 def common_metadata(paths: list[Path]) -> list[str]:
     """Metadata columns (beyond id/text) that every parquet input has with one type; each
     file's id column is checked on the way (check_id_type)."""
-    schemas = [open_shard(p, require=("text",)).schema_arrow for p in paths if p.suffix == ".parquet"]
-    for p, s in zip([p for p in paths if p.suffix == ".parquet"], schemas):
+    parquet = [p for p in paths if p.suffix == ".parquet"]
+    schemas = [open_shard(p, require=("text",)).schema_arrow for p in parquet]
+    for p, s in zip(parquet, schemas):
         check_id_type(p, s)   # before any task: a bad id column is one line, nothing started
     if not schemas or len(schemas) != len(paths):
         return []
