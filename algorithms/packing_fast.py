@@ -67,17 +67,28 @@ def codepoint_classes() -> np.ndarray:
     if _CLASSES is None:
         import regex
 
-        cls = np.zeros(N_CODEPOINTS, dtype=np.uint8)
-        # every code point but the surrogates, which cannot appear in UTF-8 text
-        points = np.r_[0:0xD800, 0xE000:N_CODEPOINTS].astype("<u4")
-        text = points.tobytes().decode("utf-32-le")
-        for value, pattern in ((LETTER, r"\p{L}+"), (NUMBER, r"\p{N}+"), (SPACE, r"\s+")):
-            for m in regex.finditer(pattern, text):
-                cls[points[m.start():m.end()]] = value
+        from .unicode_cache import cached_table
+
+        # the `regex` package's classes, cached on disk per regex version (0.02-0.03 s
+        # to build, paid before any work by pack's driver and the tokenizer's tasks)
+        cls = cached_table(f"gpt2-classes-regex{regex.__version__}", _regex_classes).copy()
         for lo, hi in UNKNOWN_TO_HF:
             cls[lo:hi + 1] = OTHER
         _CLASSES = cls
     return _CLASSES
+
+
+def _regex_classes() -> np.ndarray:
+    import regex
+
+    cls = np.zeros(N_CODEPOINTS, dtype=np.uint8)
+    # every code point but the surrogates, which cannot appear in UTF-8 text
+    points = np.r_[0:0xD800, 0xE000:N_CODEPOINTS].astype("<u4")
+    text = points.tobytes().decode("utf-32-le")
+    for value, pattern in ((LETTER, r"\p{L}+"), (NUMBER, r"\p{N}+"), (SPACE, r"\s+")):
+        for m in regex.finditer(pattern, text):
+            cls[points[m.start():m.end()]] = value
+    return cls
 
 
 # --------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from algorithms import cleaning, cleaning_fast, minhash_fast, quality_signals_fast, unicode_cache
+from algorithms import (cleaning, cleaning_fast, minhash_fast, packing_fast, quality_signals_fast,
+                        unicode_cache)
 
 
 def test_cached_tables_equal_a_fresh_build(tmp_path, monkeypatch):
@@ -16,6 +17,11 @@ def test_cached_tables_equal_a_fresh_build(tmp_path, monkeypatch):
     assert np.array_equal(alnum, want) and np.array_equal(cleaning.alnum_table(), want)
     assert np.array_equal(space, [chr(i).isspace() for i in range(0x110000)])
     assert np.array_equal(minhash_fast._char_map(), minhash_fast._build_char_map())
+    # the GPT-2 split's classes: the regex package's, then the code points HF does not know
+    classes = packing_fast._regex_classes()
+    for lo, hi in packing_fast.UNKNOWN_TO_HF:
+        classes[lo:hi + 1] = packing_fast.OTHER
+    assert np.array_equal(packing_fast.codepoint_classes(), classes)
     # a table is written once, then read back as it was
     calls = []
     monkeypatch.setattr(unicode_cache, "__file__", str(tmp_path / "unicode_cache.py"))
