@@ -90,14 +90,17 @@ def is_cjk(ch: str) -> bool:
         ("CJK UNIFIED", "CJK COMPATIBILITY IDEOGRAPH", "HIRAGANA", "KATAKANA"))
 
 
-def is_icon(ch: str) -> bool:
-    return unicodedata.category(ch) == "So"
+def is_icon(ch: str) -> bool:   # spaCy's LIST_ICONS: symbols (So) of an older Unicode
+    return spacy_class("icon", ch)
 
 
 @lru_cache(None)
 def spacy_class(name: str, ch: str) -> bool:
     """spaCy's letter classes ("alpha", "alpha_lower", "alpha_upper"), which its affix
-    rules use: close to str.isalpha, but not equal (code point ranges, in the JSON file)."""
+    rules use: close to str.isalpha, but not equal; and its icons ("icon"), the symbols
+    (category So) of the Unicode version spaCy's list was written for, which leaves out
+    621 newer ones Python calls So, many emoji among them (code point ranges, in the
+    JSON file)."""
     ranges = spacy_data()[name]
     i = bisect.bisect_right(ranges, [ord(ch), 0x110000]) - 1
     return i >= 0 and ranges[i][0] <= ord(ch) <= ranges[i][1]
@@ -290,14 +293,14 @@ def glued_specials() -> dict[tuple[str, ...], list[str]]:
 
 def glue_specials(tokens: list[str]) -> list[str]:
     """spaCy's second pass over the tokens of one chunk: longest matches first, then the
-    later one, none overlapping."""
+    earlier one, none overlapping ("'s." is "'s", "." though "s." is a case too)."""
     glued = glued_specials()
     longest = max(map(len, glued))
     found = [(j - i, i) for i in range(len(tokens))
              for j in range(i + 1, min(len(tokens), i + longest) + 1)
              if tuple(tokens[i:j]) in glued]
     taken, keep = set(), {}
-    for length, i in sorted(found, reverse=True):
+    for length, i in sorted(found, key=lambda f: (-f[0], f[1])):
         if i not in taken and i + length - 1 not in taken:
             keep[i] = length
         taken.update(range(i, i + length))

@@ -60,7 +60,8 @@ def _flag_table() -> tuple[np.ndarray, np.ndarray]:
     alpha = np.flatnonzero(f & F_ALPHA)
     f[[i for i in alpha if Q.is_cjk(chars[i])]] |= F_CJK
     cats = [unicodedata.category(c) for c in chars]
-    f[[i for i, c in enumerate(cats) if c == "So"]] |= F_ICON
+    for a, b in Q.spacy_data()["icon"]:        # spaCy's icons, not every So
+        f[a:b + 1] |= F_ICON
     f[[i for i, c in enumerate(cats) if c.startswith("P")]] |= F_PCAT
     for flag, s in ((F_PRE, "§%=—–" + Q.PUNCT_CHARS + Q.QUOTE_CHARS + Q.CURRENCY_CHARS),
                     (F_SUF, Q.PUNCT_CHARS + Q.QUOTE_CHARS + "—–"),
@@ -565,7 +566,8 @@ def _glue(cps, n0, n1, F, T, ts, te, cand, tmp_s, tmp_e):
                         ok = False
                         break
                 if ok:
-                    cand[nc] = (j - i) * (1 << 40) + i
+                    # longest first, then the earliest: descending order of this
+                    cand[nc] = (j - i) * (1 << 40) + ((1 << 40) - 1 - i)
                     nc += 1
     if nc == 0:
         return n1
@@ -575,7 +577,7 @@ def _glue(cps, n0, n1, F, T, ts, te, cand, tmp_s, tmp_e):
     keep = np.zeros(m, np.int64)
     for c in order:
         length = c >> 40
-        i = c - (length << 40)
+        i = (1 << 40) - 1 - (c - (length << 40))
         if not taken[i - n0] and not taken[i + length - 1 - n0]:
             keep[i - n0] = length
         for q in range(i, i + length):

@@ -10,7 +10,9 @@ only table too long to write out by hand is this one: the 1,347 strings spaCy sp
 table is spaCy's own; tests/test_quality_signals.py checks it still equals spaCy's.
 It also writes spaCy's ALPHA, ALPHA_LOWER and ALPHA_UPPER character classes (which its
 infix and suffix rules use, and which differ from str.isalpha on some 30,000 code points,
-e.g. the Greek lunate epsilon) as code point ranges.
+e.g. the Greek lunate epsilon) and its icons (LIST_ICONS, which its prefix, suffix and
+infix rules use: not every symbol Python's Unicode calls So, e.g. not the emoji U+1F972)
+as code point ranges.
 
     python scripts/gen_spacy_special_cases.py
 """
@@ -32,10 +34,12 @@ def special_cases() -> dict[str, list[str]]:
 def letter_ranges() -> dict[str, list[list[int]]]:
     import re
 
-    from spacy.lang.char_classes import ALPHA, ALPHA_LOWER, ALPHA_UPPER
+    from spacy.lang.char_classes import ALPHA, ALPHA_LOWER, ALPHA_UPPER, LIST_ICONS
     out = {}
-    for name, cls in (("alpha", ALPHA), ("alpha_lower", ALPHA_LOWER), ("alpha_upper", ALPHA_UPPER)):
-        r = re.compile(f"[{cls}]")
+    classes = [(f"[{ALPHA}]", "alpha"), (f"[{ALPHA_LOWER}]", "alpha_lower"),
+               (f"[{ALPHA_UPPER}]", "alpha_upper"), ("|".join(LIST_ICONS), "icon")]
+    for cls, name in classes:
+        r = re.compile(cls)
         ranges, start = [], None
         for i in range(0x110001):
             inside = i < 0x110000 and r.match(chr(i)) is not None

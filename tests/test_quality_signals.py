@@ -42,6 +42,11 @@ EDGE = [
     "trailing spaces   \n   leading\ttabs\t\n", "\u00a0nbsp\u00a0inside\u00a0",
     "ÄÖÜ ä. ö. ü. °C. 5°C. Ph.D. N.Y. A. AB. Ab.", "ΑΒΓ. αβγ. Кирилл. кир.",
     "a" * 31 + "\n" + "b" * 30, "x\n" * 100, "The the the the the the the the.",
+    # symbols newer than spaCy's list of icons: ordinary characters to it, not affixes
+    "🥲. 🥲🥲 .᙭ 🤌🤍 (🟢) 🧋! ⯿x",
+    # overlapping special cases in one chunk: the longest, then the earliest ("'s" before
+    # "s."); across chunks spaCy differs (docs/stages/clean.md)
+    "'''a", "x'''", "'s.A", "'d.S", "(:)a", ".:):", ":):)",
 ]
 
 
@@ -206,7 +211,7 @@ def test_character_lists_are_spacys():
     assert LIST_UNITS == Q.UNITS and tuple(LIST_HYPHENS) == Q.HYPHENS
     assert set(Sentencizer.default_punct_chars) == Q.SENTENCE_END
     data = json.loads((ROOT / "algorithms" / "spacy_en_special_cases.json").read_text())
-    assert letter_ranges() == {k: data[k] for k in ("alpha", "alpha_lower", "alpha_upper")}
+    assert letter_ranges() == {k: data[k] for k in ("alpha", "alpha_lower", "alpha_upper", "icon")}
 
 
 def test_rule_table_matches_datatrove_defaults():
@@ -236,6 +241,17 @@ def test_rule_table_matches_datatrove_defaults():
     assert tuple((n, th[f"gopher_top_{n}gram"]) for n in (2, 3, 4)) == gr.top_n_grams
     assert tuple((n, th[f"gopher_dup_{n}gram"]) for n in range(5, 11)) == gr.dup_n_grams
     assert th["c4_min_sentences"] == c4.min_num_sentences
+
+
+def test_newer_emoji_count_as_spacy_counts_them():
+    # 🥲 (Unicode 13) is a symbol to Python but not one of spaCy's icons: "🥲🥲" is one word
+    # to datatrove, so this document has 48 words without symbols, under Gopher's 50
+    text = ("Students learned about the history and science of their country. " * 4
+            + " ".join(["together"] * 6) + " 🥲🥲 🥲🥲")
+    assert Q.words(text)[-2:] == ("🥲🥲", "🥲🥲")
+    values = QF.measure("gopher_quality", pa.array([text], pa.string()))
+    assert Q.decide("gopher_quality", {k: v[0] for k, v in values.items()}) == ["gopher_min_words"]
+    assert datatrove_verdict("gopher_quality", text) == (False, "gopher_short_doc")
 
 
 @pytest.mark.parametrize("pack", Q.PACKS)
