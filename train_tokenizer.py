@@ -56,6 +56,7 @@ The training sample (4.7 step 2):
 - held out first: up to --heldout-bytes (5 MB, at most 10% of the corpus) of documents
   never enter the sample; they measure the compression (4.5) on unseen English and
   Chinese text, and are saved as report/heldout.parquet for compare_tokenizers.py.
+  They are cropped to --max-doc-chars too: the checks encode each whole.
 
 Before anything is saved, the tokenizer is checked (4.7 step 5) and the stage fails on
 any miss: the vocabulary has exactly --vocab-size ids and the largest is at most 65535; the
@@ -132,7 +133,7 @@ def run(run: Run) -> Output:
                  else tokenizer_checks.REAL_DOCS_CHECKED)
     tasks = len(run.units)
     results = run.results("sample")
-    s = {k: sum(r[k] for r in results) for k in results[0]} if results else {}
+    s = {k: sum(r.get(k, 0) for r in results) for k in results[0]} if results else {}
     mix = s["han_chars"] + s["ascii_letters"]
     print(f"training sample: {s['sample_docs']:,} documents, {human_bytes(s['sample_bytes'])} "
           f"({pct(s['sample_bytes'], total)} of {human_bytes(total)}); mix: Chinese characters "
@@ -141,6 +142,10 @@ def run(run: Run) -> Output:
     if s["null_docs"]:
         print(f"note: {s['null_docs']:,} documents have no text (null): counted, never sampled",
               file=sys.stderr)
+    if s["sample_docs"] == 0 and s["heldout_docs"]:   # a corpus of a few documents
+        raise StageError(f"{run.input}: all {s['heldout_docs']:,} non-empty document(s) fell "
+                         "in the held-out share, none is left to train on; rerun with "
+                         "--heldout-bytes 0 or another --seed")
     if s["sample_docs"] == 0:
         raise StageError(f"{run.input}: no documents to train on")
     if args.trainer == "hf" and s["sample_bytes"] > PAIR_COUNT_LIMIT:
@@ -286,7 +291,9 @@ def stats_rows(s: dict, verification: dict, comp: dict) -> list[list]:
         *([["documents without text (null), never sampled", s["null_docs"]]]
           if s.get("null_docs") else []),
         ["corpus text bytes", human_bytes(s["bytes_in"])],
-        ["held out (docs / bytes)", f"{s['heldout_docs']:,} / {human_bytes(s['heldout_bytes'])}"],
+        ["held out (docs / bytes)", f"{s['heldout_docs']:,} / {human_bytes(s['heldout_bytes'])}"
+                                    + (f" ({s['heldout_cropped_docs']:,} cropped)"
+                                       if s.get("heldout_cropped_docs") else "")],
         ["sample documents", s["sample_docs"]],
         ["sample text bytes", f"{human_bytes(s['sample_bytes'])} ({pct(s['sample_bytes'], s['bytes_in'])} of corpus)"],
         ["cropped documents", s["cropped_docs"]],

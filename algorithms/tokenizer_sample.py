@@ -170,7 +170,7 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
     if count_words:
         from .bpe_trainer import WordUnion, words_of
         words = WordUnion()
-    docs_in = bytes_in = cropped = before_crop = chars = nulls = 0
+    docs_in = bytes_in = cropped = before_crop = chars = nulls = held_cropped = 0
     count_cpu = 0.0   # CPU s counting words: it follows the sample's size, not the corpus's
     for batch in read_unit(units[rank], columns=["id", "text"]):
         nulls += batch.column(1).null_count   # counted, then never sampled:
@@ -181,7 +181,13 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
         docs_in += len(lengths)
         bytes_in += int(lengths.sum())
 
+        # held-out documents are cropped like the sample's: the checks and the compression
+        # encode each whole (one 80 MB document held out took 15 GB in HF's encoder)
         h_text = col.take(from_numpy(h_idx, pa.int64()))
+        h_chars = to_numpy(pc.utf8_length(h_text))
+        if (h_chars > max_doc_chars).any():
+            held_cropped += int((h_chars > max_doc_chars).sum())
+            h_text = pc.utf8_slice_codeunits(h_text, 0, max_doc_chars)
         h_han, h_lat = script_counts(h_text)
         held.add(h_text, doc_languages(h_han, h_lat), h_han, h_lat)
 
@@ -224,6 +230,7 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
         "en_docs": train.en,
         "heldout_docs": held.docs,
         "heldout_bytes": held.bytes,
+        "heldout_cropped_docs": held_cropped,
         "word_count_cpu_s": round(count_cpu, 3),
     })
 

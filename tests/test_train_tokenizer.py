@@ -578,3 +578,44 @@ def test_a_run_with_another_task_size_does_not_resume_the_old_tasks(tmp_path):
     cp = run_script("train_tokenizer.py", "--input", raw, "--output", tmp_path / "t2",
                     "--vocab-size", "2000")
     assert "resuming" in cp.stderr
+
+
+def test_heldout_documents_are_cropped_too(tmp_path):
+    # the checks and the compression encode each held-out document whole: an 80 MB one
+    # took 15 GB; held out, a document is cropped to --max-doc-chars like the sample's
+    import pyarrow.parquet as pq
+    from pipeline.units import plan_units
+
+    shard = tmp_path / "part-00000.parquet"
+    texts = ["短" * 50, "long " * 400, "机器学习" * 300]
+    pq.write_table(pa.table({"id": ["a", "b", "c"], "text": texts}), shard)
+    units = [u.to_dict() for u in plan_units([shard])]
+    tokenizer_sample.sample_unit(0, 1, units, str(tmp_path), 1.0, 0.0, 0, 100)
+    got = pq.read_table(tmp_path / tokenizer_sample.SAMPLE_DIR / "heldout-00000.parquet")
+    assert got.column("text").to_pylist() == ["短" * 50, ("long " * 400)[:100],
+                                              ("机器学习" * 300)[:100]]
+    res = json.loads((tmp_path / "_results" / "sample" / "00000.json").read_text())
+    assert (res["heldout_docs"], res["heldout_cropped_docs"], res["sample_docs"]) == (3, 2, 0)
+    assert res["heldout_bytes"] == sum(len(t.encode()) for t in got.column("text").to_pylist())
+
+
+def test_a_corpus_wholly_held_out_says_what_to_change(tmp_path):
+    from pipeline.shards import id_hashes
+
+    # a one-document corpus whose id falls in the held-out share (10% of the hash range)
+    seed = next(s for s in range(1000) if id_hashes(["only"], s)[0] < np.uint64(2**64 // 20))
+    (tmp_path / "one.jsonl").write_text(json.dumps({"id": "only", "text": "one small "
+                                                    "document " * 50}) + "\n")
+    src = tmp_path / "raw"
+    run_script("download_data.py", "--input", tmp_path / "one.jsonl", "--output", src,
+               "--workers", "1")
+    r = run_script("train_tokenizer.py", "--input", src, "--output", tmp_path / "tok",
+                   "--vocab-size", "300", "--seed", str(seed), "--workers", "1", check=False)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    err = r.stderr.strip().splitlines()[-1]
+    assert "all 1 non-empty document(s) fell in the held-out share" in err, err
+    assert "--heldout-bytes 0" in err
+    ok = run_script("train_tokenizer.py", "--input", src, "--output", tmp_path / "tok",
+                    "--vocab-size", "280", "--seed", str(seed), "--workers", "1",
+                    "--heldout-bytes", "0")
+    assert ok.returncode == 0, ok.stderr
