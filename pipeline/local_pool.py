@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from . import collector
+from .errors import StageError
 
 def _quiet(verbose: bool) -> None:
     if not verbose:
@@ -83,13 +84,43 @@ def _local_executor_cls():
                 return None
             self.save_executor_as_json()
             pool = _stage_pool(self.workers, self.start_method)
-            stats = list(pool.imap_unordered(self._run_for_rank, self.get_incomplete_ranks(ranks)))
+            stats = _results_or_dead_worker(
+                pool, pool.imap_unordered(self._run_for_rank, self.get_incomplete_ranks(ranks)))
             stats = sum(stats, start=PipelineStats())
             with self.logging_dir.open("stats.json", "wt") as f:
                 stats.save_to_disk(f)
             return stats
 
     return QuietLocalExecutor
+
+
+def _results_or_dead_worker(pool, results, poll: float = 0.5) -> list:
+    """The pool's results as they come; a StageError when one of its workers dies.
+
+    A worker killed mid-task (by the out-of-memory killer, say) is replaced by the pool,
+    but its task is lost and the results never complete: the stage would wait forever.
+    The workers never exit while the pool is open, so one that has is reported."""
+    from multiprocess import TimeoutError as PoolTimeout
+
+    workers = list(pool._pool)
+    out = []
+    while True:
+        try:
+            out.append(results.next(timeout=poll))
+        except StopIteration:
+            return out
+        except PoolTimeout:
+            dead = [p for p in workers if p.exitcode is not None]
+            if dead:
+                pool.terminate()
+                _POOL.clear()
+                code = dead[0].exitcode
+                how = (f"was killed by signal {-code}" + (" (SIGKILL: the out-of-memory killer?)"
+                                                          if code == -9 else "")
+                       if code < 0 else f"exited with status {code}")
+                raise StageError(f"a worker process (pid {dead[0].pid}) {how} while running "
+                                 "tasks; if memory ran out, rerun with fewer --workers or a "
+                                 "smaller --task-mb")
 
 
 def start_pool_early(args: argparse.Namespace, compiled: bool = False) -> None:

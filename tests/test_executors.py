@@ -313,3 +313,31 @@ def test_sigkill_of_the_driver_alone_leaves_no_process(script, pipeline_layout, 
     assert not left, f"{script}: {len(left)} of {len(seen)} processes still alive 10 s after the driver died"
     run_script(script, *args)
     assert output_files(d, script) == reference
+
+
+KILLED_WORKER_RULE = """import os, signal
+import multiprocess
+import numpy as np
+from algorithms.cleaning import Rule
+def dies_in_a_worker(texts):
+    if multiprocess.current_process().name != "MainProcess":   # in one of the pool's
+        os.kill(os.getpid(), signal.SIGKILL)   # workers, as the out-of-memory killer does
+    return np.ones(len(texts))
+RULES = [Rule("x", "d", "xs", dies_in_a_worker, 0.5, "below", "--x-min", bins=(0, 1))]
+"""
+
+
+def test_a_worker_killed_mid_task_stops_the_stage_in_one_line(sample_layout, tmp_path):
+    # the pool replaces a dead worker but loses its task: without a check the stage
+    # waited for that result forever
+    rule = tmp_path / "dies.py"
+    rule.write_text(KILLED_WORKER_RULE)
+    out = tmp_path / "cleaned"
+    t0 = time.time()
+    cp = run_script("clean.py", "--input", sample_layout / "raw", "--output", out, "--workers",
+                    "2", "--rules", f"tutorial,{rule}", check=False, timeout=120)
+    assert cp.returncode == 2 and "Traceback" not in cp.stderr, cp.stderr
+    line = cp.stderr.strip().splitlines()[-1]
+    assert "a worker process (pid " in line and "was killed by signal 9" in line, line
+    assert time.time() - t0 < 60
+    assert not out.exists() and "the work done so far is kept in" in line
