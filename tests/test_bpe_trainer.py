@@ -136,11 +136,21 @@ def test_compiled_encoder_gives_hf_ids_on_the_trained_tokenizers(trained, which)
     assert not bad, bad[:2]
 
 
-def test_train_hf_is_the_stages_train(trained):
-    """train_hf gives byte for byte what train_tokenizer.train gives today."""
+def test_train_hf_is_the_tutorials_code(trained):
+    """train_hf gives byte for byte what section 4.7's steps 3 and 4 give, written out here
+    as the tutorial has them (with this suite's special tokens and --min-frequency)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
     train = trained[3][:200]
-    assert bt.train_hf(batches(train), 800, 2, SPECIAL_TOKENS).to_str() == \
-        bpe_trainer.train_hf(batches(train), 800, 2).to_str()
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=800, min_frequency=2,
+                                  special_tokens=list(SPECIAL_TOKENS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tokenizer.train_from_iterator(batches(train), trainer=trainer)
+    assert bt.train_hf(batches(train), 800, 2, SPECIAL_TOKENS).to_str() == tokenizer.to_str()
 
 
 # ---- quality ---------------------------------------------------------------------------

@@ -335,3 +335,21 @@ def test_histogram_by_group_equals_numpy_per_group():
             want = np.histogram(v[~np.isnan(v)], edges)[0]
             assert got[g].tolist() == want.tolist(), (name, g)
         assert cleaning.histogram(edges, values).sum() == len(values) - 3
+
+
+def test_a_threshold_and_the_languages_change_what_is_removed(cleaned, sample_rows, tmp_path):
+    # a rerun equal to a fresh run cannot show a flag is used: the removals at other
+    # settings are checked against the readable definitions and the sample's labels
+    out = tmp_path / "c"
+    run_script("clean.py", "--input", cleaned / "raw", "--output", out, "--max-dup-lines",
+               "0.1", "--languages", "en", "--report-all", "--workers", "2")
+    stats = json.loads((out / "report" / "clean_stats.json").read_text())
+    alone = {r["rule"]: r["alone"] for r in stats["rules"]}
+    texts = [r["text"] or "" for r in sample_rows]
+    assert alone["dup_lines"] == sum(cleaning.dup_line_share(t) > 0.1 for t in texts)
+    assert alone["dup_lines"] > sum(cleaning.dup_line_share(t) > 0.3 for t in texts)
+    share = {r["id"]: cleaning.dup_line_share(r["text"] or "") for r in sample_rows}
+    lang = {r["id"]: r["lang"] for r in sample_rows}
+    before = set(_ids(cleaned / "cleaned"))
+    assert set(_ids(out)) == {i for i in before if lang[i] == "en" and share[i] <= 0.1}
+    assert any(lang[i] == "zh" for i in before)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import tracemalloc
 
 import numpy as np
@@ -381,3 +382,38 @@ def test_readable_near_duplicates_equal_the_compiled_clusters():
     root, removed, _ = dm.clusters(len(texts), pairs, ok)
     assert len(removed) > 5                      # the planted copies were found
     assert root.tolist() == want
+
+
+def _removed_at(pairs: np.ndarray, threshold: float, num_perm: int = 128) -> int:
+    """Documents a plain union-find removes from the candidates at `threshold`: one per
+    merge of two clusters (each cluster keeps one)."""
+    parent: dict[int, int] = {}
+
+    def find(x):
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+    merges = 0
+    for a, b, m in pairs.tolist():
+        if m / num_perm >= threshold and find(a) != find(b):
+            parent[max(find(a), find(b))] = min(find(a), find(b))
+            merges += 1
+    return merges
+
+
+def test_threshold_decides_what_is_removed(sample_run, sample_layout, tmp_path):
+    # a rerun equal to a fresh run cannot show the threshold is used: each threshold's
+    # removals are checked against the candidates' own match counts
+    out, _ = sample_run
+    pairs = np.load(out / "candidates" / "pairs.npy")
+    want = {t: _removed_at(pairs, t) for t in (0.7, 0.8, 0.9)}
+    assert want[0.7] > want[0.8] > want[0.9] > 0
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["counts"]["removed"]["near_duplicate"] == want[0.8]
+    for t in (0.7, 0.9):
+        copy = tmp_path / f"t{t}"
+        shutil.copytree(out, copy)   # its kept candidates: the rerun measures nothing
+        run_script("dedup_minhash.py", "--input", sample_layout / "raw", "--output", copy,
+                   "--threshold", str(t), "--workers", "1")
+        got = json.loads((copy / "manifest.json").read_text())["counts"]["removed"]
+        assert got["near_duplicate"] == want[t], (t, got, want)
