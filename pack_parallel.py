@@ -349,6 +349,12 @@ def check(a) -> None:
         raise StageError(f"--seed {a.seed}: must be between 0 and 2**64-1")
     if a.batch_rows <= 0 or a.check_bytes < 0:
         raise StageError("--batch-rows must be positive and --check-bytes non-negative")
+    # train.bin goes beside the stages' folders, never into one: that stage's next run
+    # replaces its folder whole, and train.bin with it
+    other = Path(a.output) / MANIFEST
+    if other.exists():
+        raise StageError(f"--output {a.output}: holds another stage's output ({other}); "
+                         "give the data folder that holds the stages' folders (default: data)")
     # 4.6: refuse a vocabulary that does not fit uint16 before touching anything else
     tok = load_tokenizer(a.tokenizer)
     check_fits_uint16(tok, a.tokenizer)

@@ -55,11 +55,13 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from pipeline import layout
+from pipeline.disk import check_report_path
 from pipeline.errors import StageError, run_stage
 from pipeline.manifest import check_input, display_path, read_manifest, source_name
 from pipeline.tables import human_bytes, window_text
 
 REPORT_NAME = "report.html"
+PAGE_TITLE = "Data pipeline report:"   # in every page's <title>
 MAX_BYTES = 5_000_000        # the page must stay mailable
 DPI = 100                    # figures: modest resolution keeps the page small
 EXAMPLES = 5                 # example texts per cleaning rule
@@ -1692,7 +1694,7 @@ def build_page(data: Path) -> tuple[str, dict]:
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
             "img-src data:; style-src 'unsafe-inline'\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>Data pipeline report: {esc(display_path(data))}</title>"
+            f"<title>{PAGE_TITLE} {esc(display_path(data))}</title>"
             f"<style>{CSS}</style></head><body><main>"
             + header(run, summ, toc) + "".join(parts) + "</main></body></html>\n")
     summ["errors"] = run.errors
@@ -1712,8 +1714,7 @@ def parse_args(argv):
         raise StageError(f"--data-dir {a.data_dir} is not a folder; run the pipeline first "
                          "(make demo)")
     a.output = Path(a.output) if a.output else Path(a.data_dir) / REPORT_NAME
-    if a.output.is_dir():
-        raise StageError(f"--output {a.output} is a folder; give the .html file to write")
+    check_report_path(a.output, "--output", ".html", PAGE_TITLE)
     return a
 
 

@@ -41,6 +41,7 @@ import xxhash
 
 from pipeline import layout
 from pipeline.arrays import strings
+from pipeline.disk import check_report_path
 from pipeline.errors import StageError, run_stage
 from pipeline.executors import add_executor_args, check_executor
 from pipeline.local_pool import start_pool_early
@@ -56,6 +57,7 @@ from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, 
 
 PACK_MANIFEST = "pack_manifest.json"
 REPORT_NAME = "verify_report.md"
+REPORT_HEAD = "# Acceptance checklist (verify.py)"   # the report's first line begins so
 SMOKE_DATASETS = ("sample", "tinystories")
 REPLACEMENT = "\ufffd"
 # how a decoded window shows the characters a terminal or a Markdown file would act on
@@ -848,7 +850,7 @@ def render_terminal(items: list[Item]) -> str:
 
 
 def render_markdown(items: list[Item], data_dir: Path) -> str:
-    md = [f"# Acceptance checklist (verify.py) for `{data_dir}`", "",
+    md = [f"{REPORT_HEAD} for `{data_dir}`", "",
           markdown_table(["#", "item", "result", "likely cause / rerun"],
                          [[it.num, it.title, "PASS" if it.ok else "**FAIL**", it.cause or ""]
                           for it in items]), ""]
@@ -869,8 +871,8 @@ def manifest_fingerprints(data: Path) -> dict[str, str]:
     out = {}
     for m in sorted(list(data.glob(f"*/{MANIFEST}")) + [data / PACK_MANIFEST]):
         try:
-            out[str(m.relative_to(data))] = json.loads(m.read_text())["output_fingerprint"]
-        except (OSError, ValueError, KeyError):
+            out[str(m.relative_to(data))] = str(json.loads(m.read_text())["output_fingerprint"])
+        except (OSError, ValueError, KeyError, TypeError):   # unreadable: the items say so
             continue
     return out
 
@@ -909,8 +911,9 @@ def parse_args(argv):
     a = p.parse_args(argv)
     if a.windows < 1 or a.window_tokens < 2 or a.chunk_tokens < 1:
         raise StageError("--windows, --window-tokens and --chunk-tokens must be positive")
-    if a.workers < 1 or a.task_mb <= 0:
-        raise StageError("--workers must be at least 1 and --task-mb positive")
+    if a.workers < 1 or not 0 < a.task_mb < float("inf"):   # NaN is not above 0
+        raise StageError(f"--workers {a.workers} / --task-mb {a.task_mb}: --workers must be "
+                         "at least 1 and --task-mb positive")
     check_executor(a)
     if not 0 <= a.seed < 2 ** 64:
         raise StageError(f"--seed {a.seed}: must be between 0 and 2**64-1")
@@ -919,15 +922,22 @@ def parse_args(argv):
                         ("--max-rule-removal", a.max_rule_removal, 1),
                         ("--min-cpt-en", a.min_cpt_en, None), ("--min-cpt-zh", a.min_cpt_zh, None),
                         ("--near-dup-threshold", a.near_dup_threshold, 1)):
-        if not (v >= 0 and (hi is None or v <= hi)):   # NaN fails both
+        if not (0 <= v < float("inf") and (hi is None or v <= hi)):   # NaN fails both
             raise StageError(f"{flag} {v}: must be " + (f"between 0 and {hi}" if hi else ">= 0"))
-    if a.report is not None and Path(a.report).is_dir():
-        raise StageError(f"--report {a.report}: is a folder; name a file")
-    if a.report is not None:
+    if a.report is not None:   # a .md, and the .json beside it: neither may be another file
+        check_report_path(Path(a.report), "--report", ".md", REPORT_HEAD)
+        check_report_path(Path(a.report).with_suffix(".json"), "--report (its .json)", ".json",
+                          '"items"')
         Path(a.report).parent.mkdir(parents=True, exist_ok=True)
     if not Path(a.data_dir).is_dir():
         raise StageError(f"--data-dir {a.data_dir} is not a folder; run the pipeline first "
                          "(make demo)")
+    # a wrong path of the user's is theirs to fix, not a FAIL of the data
+    if a.tokenizer is not None and not Path(a.tokenizer).is_file():
+        raise StageError(f"--tokenizer {a.tokenizer}: no such file (give the tokenizer.json "
+                         "pack_parallel.py used)")
+    if a.smoke_dir is not None and not Path(a.smoke_dir).is_dir():
+        raise StageError(f"--smoke-dir {a.smoke_dir} is not a folder")
     return a
 
 

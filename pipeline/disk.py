@@ -123,3 +123,25 @@ def _unchanged(output) -> str:
         return ""
     return (f"; {display_path(output)} is unchanged; fix this and rerun the same command "
             "(finished tasks are kept)")
+
+
+def check_report_path(path: Path, flag: str, suffix: str, starts: str) -> None:
+    """Refuse a report path that could overwrite something else: a report is written
+    whole over `path`, so `path` must end in `suffix` and, if it exists, be a report of
+    the same kind already (its text starts with `starts`), not a shard, a manifest or a
+    packed .bin given by mistake."""
+    path = Path(path)
+    if path.suffix.lower() != suffix:
+        raise StageError(f"{flag} {path}: must name a {suffix} file (the report is written "
+                         "whole over it)")
+    if path.is_dir():
+        raise StageError(f"{flag} {path}: is a folder; name a {suffix} file")
+    if path.exists():
+        try:
+            with open(path, "rb") as f:
+                head = f.read(4096).decode("utf-8", errors="replace")
+        except OSError as e:
+            raise StageError(f"{flag} {path}: cannot read it ({e.strerror or e})") from None
+        if starts not in head:
+            raise StageError(f"{flag} {path}: exists and is not a report this script wrote; "
+                             "name a new file or remove it first")

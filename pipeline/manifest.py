@@ -35,17 +35,25 @@ def fingerprint(files: list[dict], stage: str) -> str:
 # the type of each field every manifest has (a manifest edited by hand may differ)
 FIELD_TYPES = {"stage": str, "script": str, "config": dict, "input": (dict, type(None)),
                "extra_inputs": dict, "counts": dict, "files": list, "timings": dict,
-               "resources": dict}
+               "resources": dict, "output_fingerprint": str}
+# what a later stage reads of every manifest: its output's files and their fingerprint
+REQUIRED = ("stage", "files", "output_fingerprint")
 
 
 def shape_error(m: dict) -> str | None:
     """What is wrong with the shape of manifest `m` (a field of another type, a file
     record that is not an object), or None: readers then take its fields as they are."""
+    for key in REQUIRED:
+        if key not in m:
+            return f'no "{key}"'
     for key, kind in FIELD_TYPES.items():
         if key in m and not isinstance(m[key], kind):
             return f'"{key}" is {type(m[key]).__name__}, not {getattr(kind, "__name__", "object")}'
-    if any(not isinstance(f, dict) for f in m.get("files", [])):
-        return '"files" holds a record that is not an object'
+    for f in m.get("files", []):
+        if not isinstance(f, dict):
+            return '"files" holds a record that is not an object'
+        if not isinstance(f.get("name"), str) or not isinstance(f.get("size"), int):
+            return '"files" holds a record without a "name" and a whole "size"'
     return None
 
 
@@ -63,11 +71,10 @@ def read_manifest(path: str | os.PathLike) -> dict:
     try:
         with open(path, encoding="utf-8") as f:
             m = json.load(f)
-        if not isinstance(m, dict):
-            raise json.JSONDecodeError("not a JSON object", "", 0)
-        wrong = shape_error(m)
+        wrong = shape_error(m) if isinstance(m, dict) else "not a JSON object"
         if wrong:
-            raise json.JSONDecodeError(wrong, "", 0)
+            raise StageError(f"{path}: unreadable manifest ({wrong}); rerun "
+                             f"{script_for_dir(path.parent)}")
         return m
     except FileNotFoundError:
         raise StageError(f"{path} is missing: its stage did not finish or the folder was not "

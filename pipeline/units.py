@@ -101,8 +101,9 @@ def plan_units(shards: list[Path], task_mb: float = DEFAULT_TASK_MB) -> list[Uni
 
     A shard without rows gives no unit; a row group larger than task_mb is a unit alone.
     """
-    if not task_mb > 0:
-        raise StageError(f"--task-mb {task_mb}: must be positive")
+    if not 0 < task_mb < float("inf"):
+        raise StageError(f"--task-mb {task_mb}: must be a positive number (a value above the "
+                         "largest shard gives one task per shard)")
     out: list[Unit] = []
     for si, shard in enumerate(shards):
         rows, size = _row_group_sizes(shard)

@@ -462,3 +462,79 @@ def test_an_input_under_its_first_run_is_named_as_being_written(sample_layout, t
     line = _one_error_line(run_script("dedup_exact.py", "--input", d / "cleaned",
                                       "--output", d / "dx", check=False))
     assert "does not exist; run clean.py first" in line
+
+
+def _all_bytes(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def test_a_report_never_overwrites_another_file(pipeline_layout, tmp_path):
+    # verify's --report and report.py's --output are written whole over their path: a
+    # packed .bin, a manifest or a shard given by mistake was replaced (exit 0)
+    d = tmp_path / "data"
+    shutil.copytree(pipeline_layout, d)
+    before = _all_bytes(d)
+    shard = next((d / "raw").glob("*.parquet"))
+    for script, flag, target, says in [
+            ("verify.py", "--report", d / "train.bin", "must name a .md file"),
+            ("verify.py", "--report", d / "raw" / "manifest.json", "must name a .md file"),
+            ("verify.py", "--report", d / "dedup" / "README.md",   # exists, not a report
+             "exists and is not a report this script wrote"),
+            ("report.py", "--output", shard, "must name a .html file"),
+            ("report.py", "--output", d / "notes.html", "exists and is not a report")]:
+        if target.name in ("README.md", "notes.html"):
+            target.write_text("my notes\n")
+            before[target.relative_to(d).as_posix()] = target.read_bytes()
+        line = _one_error_line(run_script(script, "--data-dir", d, flag, target, check=False))
+        assert f"{flag} {target}" in line and says in line, line
+    assert _all_bytes(d) == before
+    # its own earlier report is replaced as before
+    run_script("report.py", "--data-dir", d, "--output", tmp_path / "r.html")
+    run_script("report.py", "--data-dir", d, "--output", tmp_path / "r.html")
+    cp = run_script("verify.py", "--data-dir", d, "--report", tmp_path / "v.md", check=False)
+    assert cp.returncode in (0, 1) and (tmp_path / "v.json").exists(), cp.stderr
+    cp = run_script("verify.py", "--data-dir", d, "--report", tmp_path / "v.md", check=False)
+    assert cp.returncode in (0, 1), cp.stderr
+
+
+def test_pack_refuses_another_stages_folder_and_stray_shards_are_named(pipeline_layout, tmp_path):
+    d = tmp_path / "data"
+    shutil.copytree(pipeline_layout, d)
+    before = _all_bytes(d)
+    # train.bin written into clean's folder was deleted by clean's next run
+    line = _one_error_line(run_script(
+        "pack_parallel.py", "--input", d / "dedup", "--output", d / "cleaned", "--tokenizer",
+        d / "tokenizer" / "tokenizer.json", check=False))
+    assert f"--output {d / 'cleaned'}: holds another stage's output" in line, line
+    # a parquet file its stage did not write was read as input, unchecked
+    stray = d / "cleaned" / "extra.parquet"
+    shutil.copy(next((d / "raw").glob("*.parquet")), stray)
+    line = _one_error_line(run_script("dedup_exact.py", "--input", d / "cleaned", "--output",
+                                      tmp_path / "de", check=False))
+    assert f"{stray}: in {d / 'cleaned'} but not in its manifest" in line, line
+    stray.unlink()
+    assert _all_bytes(d) == before and not (tmp_path / "de").exists()
+
+
+@pytest.mark.parametrize("drop", ["output_fingerprint", "files", "stage"])
+def test_a_manifest_without_a_key_every_reader_needs_is_one_line(sample_layout, tmp_path, drop):
+    d = _copy_raw(sample_layout, tmp_path)
+    m = json.loads((d / "raw" / "manifest.json").read_text())
+    del m[drop]
+    (d / "raw" / "manifest.json").write_text(json.dumps(m))
+    line = _one_error_line(run_script("clean.py", "--input", d / "raw", "--output",
+                                      d / "cleaned", "--workers", "1", check=False))
+    assert f'unreadable manifest (no "{drop}"' in line and "rerun download_data.py" in line, line
+
+
+@pytest.mark.parametrize("flag, value, says", [
+    ("--task-mb", "nan", "--task-mb nan"), ("--task-mb", "inf", "--task-mb inf"),
+    ("--min-cpt-zh", "inf", "--min-cpt-zh inf: must be >= 0"),
+    ("--tokenizer", "/no/such/tokenizer.json", "--tokenizer /no/such/tokenizer.json: no such file"),
+    ("--smoke-dir", "/no/such/folder", "--smoke-dir /no/such/folder is not a folder")])
+def test_verify_refuses_a_bad_flag_in_one_line(pipeline_layout, tmp_path, flag, value, says):
+    # before: the run went on, wrote its report and blamed the data with FAIL items
+    cp = run_script("verify.py", "--data-dir", pipeline_layout, flag, value,
+                    "--report", tmp_path / "v.md", check=False)
+    assert says in _one_error_line(cp) and not (tmp_path / "v.md").exists()

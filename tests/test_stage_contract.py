@@ -181,7 +181,8 @@ def test_crash_between_the_commit_renames_is_mended(tmp_path):
     run = StageRun("clean", out, {"copy": True, "x": 2}, input_manifest=raw / "manifest.json")
     recs = [write_table(run.staging / s.name, read_table(s)) for s in list_shards(raw)]
     from pipeline.manifest import write_json
-    write_json(run.staging / "manifest.json", {"files": recs, "output_fingerprint": "new"})
+    write_json(run.staging / "manifest.json", {"stage": "clean", "files": recs,
+                                               "output_fingerprint": "new"})
     os.replace(out, old)
     StageRun("clean", out, {"copy": True, "x": 3}, input_manifest=raw / "manifest.json")
     assert read_manifest(out / "manifest.json")["output_fingerprint"] == "new"
