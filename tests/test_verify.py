@@ -328,3 +328,41 @@ def test_a_retrained_tokenizer_makes_pack_stale_and_item_9_says_so(broken, tmp_p
     nine = item_text(cp.stdout, 9)
     assert status(cp.stdout)[9] == "FAIL" and "changed after pack_parallel.py read it" in nine
     assert "every manifest in the chain is fresh" not in nine
+
+
+def _edit_counts(manifest: Path, **add) -> None:
+    m = json.loads(manifest.read_text())
+    for k, v in add.items():
+        m["counts"][k] += v
+    manifest.write_text(json.dumps(m))
+
+
+def test_a_truncated_bin_and_a_missing_final_eos_fail_item_1_and_item_4(broken, tmp_path):
+    eos = json.loads((broken / "pack_manifest.json").read_text())["counts"]["eos_id"]
+    with open(broken / "val.bin", "r+b") as f:   # the last token is no longer the EOS
+        f.seek(-2, 2)
+        f.write(np.array([eos + 1], np.uint16).tobytes())
+    with open(broken / "train.bin", "r+b") as f:
+        f.truncate(f.seek(0, 2) - 2)   # one token short
+    cp, _ = run_verify(broken, tmp_path)
+    assert cp.returncode == 1
+    one, four = item_text(cp.stdout, 1), item_text(cp.stdout, 4)
+    train = json.loads((broken / "pack_manifest.json").read_text())["counts"]["train"]["tokens"]
+    assert f"train.bin is {2 * train - 2:,} bytes, manifest says 2 x {train:,}" in one, one
+    assert "val.bin does not match its xxh3-128 digest" in one, one
+    assert "val.bin does not end with EOS" in four and "packer truncated" in four, four
+
+
+def test_documents_lost_between_stages_fail_item_10(broken, tmp_path):
+    # dedup_exact says it wrote one more document than dedup_minhash read, and pack says
+    # it packed one more than train.bin and val.bin hold
+    _edit_counts(broken / "dedup_exact" / "manifest.json", docs_in=1, docs_out=1)
+    _edit_counts(broken / "pack_manifest.json", docs_out=1, docs_in=1)
+    cp, _ = run_verify(broken, tmp_path)
+    ten = item_text(cp.stdout, 10)
+    assert cp.returncode == 1 and status(cp.stdout)[10] == "FAIL"
+    c = json.loads((broken / "dedup_exact" / "manifest.json").read_text())["counts"]
+    assert f"dedup_minhash read {c['docs_out'] - 1:,} documents, the stage before wrote " \
+           f"{c['docs_out']:,}" in ten, ten
+    pc = json.loads((broken / "pack_manifest.json").read_text())["counts"]
+    assert f"!= pack docs_out {pc['docs_out']:,}" in ten, ten
