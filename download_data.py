@@ -253,8 +253,9 @@ def check(args) -> None:
                          why_inside="the next run would read this run's output as input")
     if args.shard_rows is None:
         args.shard_rows = 400 if args.dataset == "sample" else 100_000
-    if args.shard_rows <= 0 or args.shard_bytes <= 0:
-        raise StageError("--shard-rows and --shard-bytes must be positive")
+    for flag, v in (("--shard-rows", args.shard_rows), ("--shard-bytes", args.shard_bytes)):
+        if v <= 0:
+            raise StageError(f"{flag} {v}: must be positive")
     if args.txt_delimiter == "":   # it would be ignored: each .txt file one document
         raise StageError("--txt-delimiter '': an empty delimiter splits nothing; leave the "
                          "flag out to keep each .txt file as one document")

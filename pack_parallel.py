@@ -348,8 +348,10 @@ def check(a) -> None:
         raise StageError(f"--val-ratio {a.val_ratio}: must be above 0 and below 1")
     if not 0 <= a.seed < 2 ** 64:
         raise StageError(f"--seed {a.seed}: must be between 0 and 2**64-1")
-    if a.batch_rows <= 0 or a.check_bytes < 0:
-        raise StageError("--batch-rows must be positive and --check-bytes non-negative")
+    if a.batch_rows <= 0:
+        raise StageError(f"--batch-rows {a.batch_rows}: must be positive")
+    if a.check_bytes < 0:
+        raise StageError(f"--check-bytes {a.check_bytes}: must be 0 (no identity check) or more")
     # train.bin goes beside the stages' folders, never into one: that stage's next run
     # replaces its folder whole, and train.bin with it
     other = Path(a.output) / MANIFEST

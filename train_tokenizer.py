@@ -373,10 +373,16 @@ def check(args) -> None:
     if args.min_bytes is None:   # the default floor, never above a --max-bytes given
         args.min_bytes = min(1_000_000_000, args.max_bytes)
     if args.min_bytes < 0 or args.max_bytes <= 0 or args.min_bytes > args.max_bytes:
-        raise StageError("need 0 <= --min-bytes <= --max-bytes and --max-bytes > 0")
-    if args.max_doc_chars <= 0 or args.heldout_bytes < 0 or args.min_frequency < 0:
-        raise StageError("--max-doc-chars must be positive, --heldout-bytes and "
-                         "--min-frequency not negative")
+        raise StageError(f"--min-bytes {args.min_bytes:,} / --max-bytes {args.max_bytes:,}: "
+                         "need 0 <= --min-bytes <= --max-bytes and --max-bytes > 0")
+    if args.max_doc_chars <= 0:
+        raise StageError(f"--max-doc-chars {args.max_doc_chars}: must be positive")
+    for flag, v in (("--heldout-bytes", args.heldout_bytes),
+                    ("--min-frequency", args.min_frequency)):
+        if v < 0:
+            raise StageError(f"{flag} {v}: must not be negative")
+    if not 0 <= args.seed < 2 ** 64:
+        raise StageError(f"--seed {args.seed}: must be between 0 and 2**64-1")
     if args.memory_budget != "auto":
         parse_size(args.memory_budget, "--memory-budget")
     # tokenizers trains on a rayon thread pool sized by RAYON_NUM_THREADS, read when the

@@ -909,8 +909,10 @@ def parse_args(argv):
                    help="tokens read per memmap chunk (default 16M)")
     add_executor_args(p)
     a = p.parse_args(argv)
-    if a.windows < 1 or a.window_tokens < 2 or a.chunk_tokens < 1:
-        raise StageError("--windows, --window-tokens and --chunk-tokens must be positive")
+    for flag, v, low in (("--windows", a.windows, 1), ("--window-tokens", a.window_tokens, 2),
+                         ("--chunk-tokens", a.chunk_tokens, 1)):
+        if v < low:
+            raise StageError(f"{flag} {v}: must be at least {low}")
     if a.workers < 1 or not 0 < a.task_mb < float("inf"):   # NaN is not above 0
         raise StageError(f"--workers {a.workers} / --task-mb {a.task_mb}: --workers must be "
                          "at least 1 and --task-mb positive")

@@ -247,6 +247,9 @@ def test_too_small_corpus_says_how_far_it_got(sample_layout, tmp_path):
     (["--sample-ratio", "0"], "--sample-ratio"),
     (["--min-bytes", "10", "--max-bytes", "5"], "--min-bytes"),
     (["--memory-budget", "lots"], "--memory-budget"),
+    (["--seed", "-1"], "--seed -1: must be between 0 and 2**64-1"),
+    (["--heldout-bytes", "-5"], "--heldout-bytes -5: must not be negative"),
+    (["--max-doc-chars", "0"], "--max-doc-chars 0: must be positive"),
 ])
 def test_bad_flags_give_one_line_errors(sample_layout, tmp_path, args, words):
     cp = run_script("train_tokenizer.py", "--input", sample_layout / "raw",
