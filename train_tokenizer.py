@@ -133,7 +133,7 @@ def run(run: Run) -> Output:
                  else tokenizer_checks.REAL_DOCS_CHECKED)
     tasks = len(run.units)
     results = run.results("sample")
-    s = {k: sum(r.get(k, 0) for r in results) for k in results[0]} if results else {}
+    s = {k: sum(r.get(k, 0) for r in results) for k in set().union(*results)} if results else {}
     mix = s["han_chars"] + s["ascii_letters"]
     print(f"training sample: {s['sample_docs']:,} documents, {human_bytes(s['sample_bytes'])} "
           f"({pct(s['sample_bytes'], total)} of {human_bytes(total)}); mix: Chinese characters "
@@ -142,7 +142,7 @@ def run(run: Run) -> Output:
     if s["null_docs"]:
         print(f"note: {s['null_docs']:,} documents have no text (null): counted, never sampled",
               file=sys.stderr)
-    if s["sample_docs"] == 0 and s["heldout_docs"]:   # a corpus of a few documents
+    if s["sample_docs"] == 0 and s["heldout_docs"] == s["docs_in"] - s["null_docs"]:
         raise StageError(f"{run.input}: all {s['heldout_docs']:,} non-empty document(s) fell "
                          "in the held-out share, none is left to train on; rerun with "
                          "--heldout-bytes 0 or another --seed")

@@ -49,7 +49,7 @@ from pipeline.lock import FolderLock
 from pipeline.manifest import (MANIFEST, check_input, display_path, read_manifest, source_name,
                                upstream_path, write_json)
 from pipeline.tables import human_bytes, markdown_table, pct, table, window_text
-from pipeline.shards import list_shards, matches_record
+from pipeline.shards import list_shards, matches_record, stage_shards
 from algorithms.loader import read_val_ids, write_val_ids
 from algorithms.tokenizer_checks import LANG_NAMES, token_counts
 from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, load_tokenizer,
@@ -337,7 +337,7 @@ def scan_corpus(ctx: Context) -> dict:
     from pipeline.task_results import load_task_results
     from pipeline.units import plan_units, unit_offsets
 
-    units = plan_units(list_shards(ctx.input_dir), ctx.args.task_mb)
+    units = plan_units(stage_shards(ctx.input_dir), ctx.args.task_mb)
     work = ctx.data / SCAN
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -927,8 +927,8 @@ def parse_args(argv):
         if not (0 <= v < float("inf") and (hi is None or v <= hi)):   # NaN fails both
             raise StageError(f"{flag} {v}: must be " + (f"between 0 and {hi}" if hi else ">= 0"))
     if a.report is not None:   # a .md, and the .json beside it: neither may be another file
-        check_report_path(Path(a.report), "--report", ".md", REPORT_HEAD)
-        check_report_path(Path(a.report).with_suffix(".json"), "--report (its .json)", ".json",
+        check_report_path(Path(a.report), "--output", ".md", REPORT_HEAD)
+        check_report_path(Path(a.report).with_suffix(".json"), "--output (its .json)", ".json",
                           '"items"')
         Path(a.report).parent.mkdir(parents=True, exist_ok=True)
     if not Path(a.data_dir).is_dir():

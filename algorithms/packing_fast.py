@@ -71,11 +71,22 @@ def codepoint_classes() -> np.ndarray:
 
         # the `regex` package's classes, cached on disk per regex version (0.02-0.03 s
         # to build, paid before any work by pack's driver and the tokenizer's tasks)
-        cls = cached_table(f"gpt2-classes-regex{regex.__version__}", _regex_classes).copy()
+        cls = cached_table(f"gpt2-classes-regex{regex.__version__}-{_classes_code()}",
+                           _regex_classes).copy()
         for lo, hi in UNKNOWN_TO_HF:
             cls[lo:hi + 1] = OTHER
         _CLASSES = cls
     return _CLASSES
+
+
+def _classes_code() -> str:
+    """A digest of the code that builds the classes: an edited _regex_classes, or other
+    class values, are a new cache entry, not the old table."""
+    import hashlib
+    import inspect
+
+    code = inspect.getsource(_regex_classes) + repr((LETTER, NUMBER, SPACE, N_CODEPOINTS))
+    return hashlib.sha256(code.encode()).hexdigest()[:16]
 
 
 def _regex_classes() -> np.ndarray:

@@ -23,7 +23,7 @@ def cached_table(name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
     path = Path(__file__).resolve().parent / "__pycache__" / f"{key}.npy"
     try:
         return np.load(path)
-    except (OSError, ValueError):
+    except (OSError, ValueError, EOFError):   # missing, unreadable, or cut short
         pass
     table = build()
     try:

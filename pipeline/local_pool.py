@@ -28,13 +28,24 @@ _POOL: dict = {}
 
 
 def _stage_pool(workers: int, start_method: str):
-    """The stage's pool of `workers` processes, created on first use and kept."""
+    """The stage's pool of `workers` processes, created on first use and kept; created
+    again when one of its processes has died since (between two phases, say: a worker
+    killed while it held the task queue's lock would leave the next phase waiting)."""
     import multiprocess
 
-    if _POOL.get("workers") != workers:
+    if _POOL.get("workers") != workers or _dead(_POOL.get("procs", [])):
+        if _dead(_POOL.get("procs", [])):
+            _POOL["pool"].terminate()
+            _POOL.clear()
         close_pool()
-        _POOL.update(workers=workers, pool=multiprocess.get_context(start_method).Pool(workers))
+        pool = multiprocess.get_context(start_method).Pool(workers)
+        # every process the pool started: none exits while the pool is open
+        _POOL.update(workers=workers, pool=pool, procs=list(pool._pool))
     return _POOL["pool"]
+
+
+def _dead(procs: list) -> list:
+    return [p for p in procs if p.exitcode is not None]
 
 
 def close_pool() -> None:
@@ -102,7 +113,7 @@ def _results_or_dead_worker(pool, results, poll: float = 0.5) -> list:
     The workers never exit while the pool is open, so one that has is reported."""
     from multiprocess import TimeoutError as PoolTimeout
 
-    workers = list(pool._pool)
+    workers = _POOL.get("procs") or list(pool._pool)
     out = []
     while True:
         try:
@@ -110,7 +121,7 @@ def _results_or_dead_worker(pool, results, poll: float = 0.5) -> list:
         except StopIteration:
             return out
         except PoolTimeout:
-            dead = [p for p in workers if p.exitcode is not None]
+            dead = _dead(workers)
             if dead:
                 pool.terminate()
                 _POOL.clear()

@@ -397,3 +397,22 @@ class Picker:
                                  "past the end?)")
             out[col] = got
         return out
+
+
+def stage_shards(folder: str | os.PathLike) -> list[Path]:
+    """list_shards of a stage's output folder, refusing a parquet file its manifest does
+    not list: read as input, it would pass unchecked (and miscount the chain)."""
+    from .layout import writer_of
+    from .manifest import MANIFEST, read_manifest
+
+    shards = list_shards(folder)
+    try:
+        listed = {f["name"] for f in read_manifest(Path(folder) / MANIFEST)["files"]}
+    except StageError:   # no manifest, or a broken one: the input check says so
+        return shards
+    stray = [s for s in shards if s.name not in listed]
+    if stray:
+        raise StageError(f"{stray[0]}: in {folder} but not in its manifest ({len(stray)} such "
+                         f"shard(s)); {writer_of(folder)} did not write it: move it out of "
+                         "the folder")
+    return shards

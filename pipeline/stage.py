@@ -45,8 +45,8 @@ from .errors import StageError
 from .executors import add_executor_args, check_executor
 from .local_pool import start_pool_early
 from .lock import FolderLock
-from .manifest import MANIFEST, check_input, read_manifest
-from .shards import list_shards, open_shard
+from .manifest import MANIFEST, check_input
+from .shards import list_shards, open_shard, stage_shards
 from .staging import RUN_KEY, StageRun, add_force_arg, current_manifest, staging_path
 from .task_results import load_task_results
 from .units import Unit, describe, plan_units, unit_offsets
@@ -283,13 +283,7 @@ class Stage:
         and their work units."""
         if self.reads is None:
             return [], []
-        shards = list_shards(args.input)
-        listed = _listed_names(Path(args.input) / MANIFEST)
-        stray = [s for s in shards if listed is not None and s.name not in listed]
-        if stray:   # read as input, it would pass unchecked (and miscount the chain)
-            raise StageError(f"{stray[0]}: in {args.input} but not in its manifest "
-                             f"({len(stray)} such shard(s)); {layout.writer_of(args.input)} did "
-                             "not write it: move it out of the folder")
+        shards = stage_shards(args.input)
         rows = sum(open_shard(s).metadata.num_rows for s in shards)
         if rows == 0:   # the stage above kept nothing: say so here, not with a traceback
             raise StageError(f"{args.input}: no documents ({len(shards)} shard(s) of 0 rows): "
@@ -379,15 +373,6 @@ class Stage:
             line = line() if callable(line) else line   # what reads the committed output
             print(line, file=sys.stderr if line.startswith(("note:", "WARNING")) else sys.stdout)
         return 0
-
-
-def _listed_names(manifest: Path) -> set[str] | None:
-    """The file names a stage's manifest lists; None when it cannot be read (the input
-    check then says why, in one line)."""
-    try:
-        return {f["name"] for f in read_manifest(manifest)["files"]}
-    except StageError:
-        return None
 
 
 def unit_bytes_on_disk(units: list[Unit]) -> int:

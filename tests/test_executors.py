@@ -341,3 +341,27 @@ def test_a_worker_killed_mid_task_stops_the_stage_in_one_line(sample_layout, tmp
     assert "a worker process (pid " in line and "was killed by signal 9" in line, line
     assert time.time() - t0 < 60
     assert not out.exists() and "the work done so far is kept in" in line
+
+
+def _square(x):
+    return x * x
+
+
+def test_a_worker_killed_between_phases_gets_the_stage_a_new_pool():
+    # an idle worker may hold the task queue's lock: killed then, the next phase of the
+    # same pool could wait forever; the kept pool is replaced instead
+    from pipeline import local_pool as lp
+
+    try:
+        pool = lp._stage_pool(2, "fork")
+        assert lp._results_or_dead_worker(pool, pool.imap_unordered(_square, range(6))) \
+            is not None
+        os.kill(pool._pool[0].pid, signal.SIGKILL)
+        time.sleep(0.5)
+        again = lp._stage_pool(2, "fork")
+        assert again is not pool
+        assert sorted(lp._results_or_dead_worker(again, again.imap_unordered(_square, range(6)))) \
+            == [0, 1, 4, 9, 16, 25]
+        assert lp._stage_pool(2, "fork") is again   # kept while its workers live
+    finally:
+        lp.close_pool()

@@ -477,9 +477,9 @@ def test_a_report_never_overwrites_another_file(pipeline_layout, tmp_path):
     before = _all_bytes(d)
     shard = next((d / "raw").glob("*.parquet"))
     for script, flag, target, says in [
-            ("verify.py", "--report", d / "train.bin", "must name a .md file"),
-            ("verify.py", "--report", d / "raw" / "manifest.json", "must name a .md file"),
-            ("verify.py", "--report", d / "dedup" / "README.md",   # exists, not a report
+            ("verify.py", "--output", d / "train.bin", "must name a .md file"),
+            ("verify.py", "--output", d / "raw" / "manifest.json", "must name a .md file"),
+            ("verify.py", "--output", d / "dedup" / "README.md",   # exists, not a report
              "exists and is not a report this script wrote"),
             ("report.py", "--output", shard, "must name a .html file"),
             ("report.py", "--output", d / "notes.html", "exists and is not a report")]:
@@ -514,6 +514,14 @@ def test_pack_refuses_another_stages_folder_and_stray_shards_are_named(pipeline_
                                       tmp_path / "de", check=False))
     assert f"{stray}: in {d / 'cleaned'} but not in its manifest" in line, line
     stray.unlink()
+    # verify reads the dedup output the same way: its scan refuses one too
+    extra = d / "dedup" / "extra.parquet"
+    shutil.copy(next((d / "raw").glob("*.parquet")), extra)
+    cp = run_script("verify.py", "--data-dir", d, "--output", tmp_path / "v.md", check=False)
+    assert cp.returncode == 1 and f"{extra}: in {d / 'dedup'} but not in its manifest" in cp.stdout
+    extra.unlink()
+    (tmp_path / "v.md").unlink()
+    (tmp_path / "v.json").unlink()
     assert _all_bytes(d) == before and not (tmp_path / "de").exists()
 
 
