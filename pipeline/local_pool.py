@@ -35,8 +35,7 @@ def _stage_pool(workers: int, start_method: str):
 
     if _POOL.get("workers") != workers or _dead(_POOL.get("procs", [])):
         if _dead(_POOL.get("procs", [])):
-            _POOL["pool"].terminate()
-            _POOL.clear()
+            _abandon_pool()
         close_pool()
         pool = multiprocess.get_context(start_method).Pool(workers)
         # every process the pool started: none exits while the pool is open
@@ -46,6 +45,30 @@ def _stage_pool(workers: int, start_method: str):
 
 def _dead(procs: list) -> list:
     return [p for p in procs if p.exitcode is not None]
+
+
+def _abandon_pool() -> None:
+    """Stop the stage's pool after one of its workers died, without Pool.terminate().
+
+    A worker killed while it waited for a task held the task queue's read lock (one
+    killed while it sent a result, the result queue's write lock), and terminate() waits
+    for those locks forever. So the pool is told to start no more workers, every worker
+    is killed, and the pool is dropped without its finalizer; its handler threads are
+    daemons, left to end with the process."""
+    from multiprocess.pool import TERMINATE
+
+    pool = _POOL.get("pool")
+    if pool is not None:
+        pool._worker_handler._state = TERMINATE     # no more workers
+        procs = {p.pid: p for p in list(pool._pool) + _POOL.get("procs", [])}.values()
+        for p in procs:
+            if p.exitcode is None:
+                p.kill()
+        for p in procs:
+            p.join(timeout=10)
+        pool._state = TERMINATE
+        pool._terminate.cancel()
+    _POOL.clear()
 
 
 def close_pool() -> None:
@@ -123,9 +146,8 @@ def _results_or_dead_worker(pool, results, poll: float = 0.5) -> list:
         except PoolTimeout:
             dead = _dead(workers)
             if dead:
-                pool.terminate()
-                _POOL.clear()
                 code = dead[0].exitcode
+                _abandon_pool()
                 how = (f"was killed by signal {-code}" + (" (SIGKILL: the out-of-memory killer?)"
                                                           if code == -9 else "")
                        if code < 0 else f"exited with status {code}")

@@ -343,25 +343,35 @@ def test_a_worker_killed_mid_task_stops_the_stage_in_one_line(sample_layout, tmp
     assert not out.exists() and "the work done so far is kept in" in line
 
 
-def _square(x):
+BETWEEN_PHASES = """
+import os, signal, sys, time
+from pipeline import local_pool as lp
+
+def square(x):
     return x * x
 
+pool = lp._stage_pool(2, "fork")
+assert sorted(lp._results_or_dead_worker(pool, pool.imap_unordered(square, range(6)))) == \\
+    [0, 1, 4, 9, 16, 25]
+time.sleep(0.3)   # both idle: one waits for a task holding the queue's read lock
+for p in list(pool._pool):
+    os.kill(p.pid, signal.SIGKILL)
+time.sleep(0.5)
+again = lp._stage_pool(2, "fork")
+assert again is not pool
+assert sorted(lp._results_or_dead_worker(again, again.imap_unordered(square, range(6)))) == \\
+    [0, 1, 4, 9, 16, 25]
+assert lp._stage_pool(2, "fork") is again   # kept while its workers live
+lp.close_pool()
+print("ok")
+"""
 
-def test_a_worker_killed_between_phases_gets_the_stage_a_new_pool():
-    # an idle worker may hold the task queue's lock: killed then, the next phase of the
-    # same pool could wait forever; the kept pool is replaced instead
-    from pipeline import local_pool as lp
 
-    try:
-        pool = lp._stage_pool(2, "fork")
-        assert lp._results_or_dead_worker(pool, pool.imap_unordered(_square, range(6))) \
-            is not None
-        os.kill(pool._pool[0].pid, signal.SIGKILL)
-        time.sleep(0.5)
-        again = lp._stage_pool(2, "fork")
-        assert again is not pool
-        assert sorted(lp._results_or_dead_worker(again, again.imap_unordered(_square, range(6)))) \
-            == [0, 1, 4, 9, 16, 25]
-        assert lp._stage_pool(2, "fork") is again   # kept while its workers live
-    finally:
-        lp.close_pool()
+def test_workers_killed_between_phases_get_the_stage_a_new_pool(tmp_path):
+    # an idle worker holds the task queue's read lock: killed then, the next phase of the
+    # same pool waited forever, and so did Pool.terminate(); the pool is replaced instead.
+    # In its own process: a pool forked from pytest's threads is not what a stage runs.
+    cp = subprocess.run([sys.executable, "-c", BETWEEN_PHASES], cwd=ROOT, timeout=120,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                        text=True)
+    assert cp.returncode == 0 and cp.stdout.strip() == "ok", cp.stderr[-2000:]
