@@ -1325,6 +1325,7 @@ def section_tokenizer(run: Run) -> Html:
                  ["Han share of letters", sample.get("han_share")],
                  ["ASCII-letter share", sample.get("ascii_share")],
                  ["held-out documents", sample.get("heldout_docs")],
+                 ["held-out documents cropped", sample.get("heldout_cropped_docs")],
                  ["documents it sampled from", (m.get("counts") or {}).get("docs_in")]]
         left = subsection("Training sample", table(["", "value"], srows, "kv"), "tok-sample")
     else:

@@ -121,7 +121,8 @@ def test_full_run_shows_every_section_fresh(full_run):
     for needle in ["Funnel", "removed by reason", "too_short", "char_repeat", "lang",
                    "Language mix", "Exact duplicates", "Near duplicates",
                    "Largest clusters", "GPT-2", "cl100k", "Training sample",
-                   "Tokens per document", "Acceptance checklist", "Decoded windows"]:
+                   "Tokens per document", "Acceptance checklist", "Decoded windows",
+                   "held-out documents cropped"]:
         assert needle in text, needle
     # the checklist: one row per verify item, each PASS or FAIL
     items = [a for t, a in page.tags if t == "tr" and "data-item" in a]
