@@ -482,19 +482,28 @@ def test_bench_smoke():
     assert isinstance(res["rows"][1]["ok"], bool) and res["rows"][1]["ratio"] > 0
 
 
-def test_long_documents_are_cropped(tmp_path):
-    import pyarrow.parquet as pq
+LONG = ["短" * 50, "long " * 400, "机器学习" * 300]
+CROPPED = ["短" * 50, ("long " * 400)[:100], ("机器学习" * 300)[:100]]   # characters, not bytes
 
-    shard = tmp_path / "part-00000.parquet"
-    texts = ["短" * 50, "long " * 400, "机器学习" * 300]
-    pq.write_table(pa.table({"id": ["a", "b", "c"], "text": texts}), shard)
+
+def _sample_long_documents(tmp_path, heldout_share: float, train_share: float, split: str):
+    """sample_unit on three documents, two of them over --max-doc-chars 100: the texts
+    it wrote for `split` (train / heldout) and its task result."""
+    import pyarrow.parquet as pq
     from pipeline.units import plan_units
 
+    shard = tmp_path / "part-00000.parquet"
+    pq.write_table(pa.table({"id": ["a", "b", "c"], "text": LONG}), shard)
     units = [u.to_dict() for u in plan_units([shard])]
-    tokenizer_sample.sample_unit(0, 1, units, str(tmp_path), 0.0, 1.0, 0, 100)
-    got = pq.read_table(tmp_path / tokenizer_sample.SAMPLE_DIR / "train-00000.parquet").column("text").to_pylist()
-    assert got == ["短" * 50, ("long " * 400)[:100], ("机器学习" * 300)[:100]]  # characters, not bytes
+    tokenizer_sample.sample_unit(0, 1, units, str(tmp_path), heldout_share, train_share, 0, 100)
+    got = pq.read_table(tmp_path / tokenizer_sample.SAMPLE_DIR / f"{split}-00000.parquet")
     res = json.loads((tmp_path / "_results" / "sample" / "00000.json").read_text())
+    return got.column("text").to_pylist(), res
+
+
+def test_long_documents_are_cropped(tmp_path):
+    got, res = _sample_long_documents(tmp_path, 0.0, 1.0, "train")
+    assert got == CROPPED
     assert res["cropped_docs"] == 2 and res["sample_docs"] == 3
     assert res["sample_bytes"] == sum(len(t.encode()) for t in got)
     assert res["zh_docs"] == 2 and res["en_docs"] == 1 and res["null_docs"] == 0
@@ -586,20 +595,10 @@ def test_a_run_with_another_task_size_does_not_resume_the_old_tasks(tmp_path):
 def test_heldout_documents_are_cropped_too(tmp_path):
     # the checks and the compression encode each held-out document whole: an 80 MB one
     # took 15 GB; held out, a document is cropped to --max-doc-chars like the sample's
-    import pyarrow.parquet as pq
-    from pipeline.units import plan_units
-
-    shard = tmp_path / "part-00000.parquet"
-    texts = ["短" * 50, "long " * 400, "机器学习" * 300]
-    pq.write_table(pa.table({"id": ["a", "b", "c"], "text": texts}), shard)
-    units = [u.to_dict() for u in plan_units([shard])]
-    tokenizer_sample.sample_unit(0, 1, units, str(tmp_path), 1.0, 0.0, 0, 100)
-    got = pq.read_table(tmp_path / tokenizer_sample.SAMPLE_DIR / "heldout-00000.parquet")
-    assert got.column("text").to_pylist() == ["短" * 50, ("long " * 400)[:100],
-                                              ("机器学习" * 300)[:100]]
-    res = json.loads((tmp_path / "_results" / "sample" / "00000.json").read_text())
+    got, res = _sample_long_documents(tmp_path, 1.0, 0.0, "heldout")
+    assert got == CROPPED
     assert (res["heldout_docs"], res["heldout_cropped_docs"], res["sample_docs"]) == (3, 2, 0)
-    assert res["heldout_bytes"] == sum(len(t.encode()) for t in got.column("text").to_pylist())
+    assert res["heldout_bytes"] == sum(len(t.encode()) for t in got)
 
 
 def test_a_corpus_wholly_held_out_says_what_to_change(tmp_path):
