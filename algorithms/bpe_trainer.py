@@ -519,16 +519,21 @@ def count_words(batches: Iterable[list[str]], threads: int | None = None):
 
 @contextmanager
 def signals_held():
-    """Hold Ctrl-C (and SIGTERM) while a compiled function is loaded and run: the
-    KeyboardInterrupt raised inside numba's cache loading (a callback from LLVM) left it
-    broken, and the process died of a segmentation fault. Here the signal is only noted,
-    and raised again when the function returns (the loop itself never sees Python)."""
+    """Hold Ctrl-C while a compiled function is loaded and run: the KeyboardInterrupt
+    raised inside numba's cache loading (a callback from LLVM) left it broken, and the
+    process died of a segmentation fault. Here the signal is only noted, and raised again
+    when the function returns (the loop itself never sees Python). SIGTERM and SIGHUP, which
+    a stage otherwise turns into the same exception (pipeline.errors), take their default
+    action meanwhile: the process ends at once (a scheduler's grace period is short), and
+    a rerun resumes as after any kill."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     got: list[int] = []
-    before = {s: signal.signal(s, lambda signum, frame: got.append(signum))
-              for s in (signal.SIGINT, signal.SIGTERM)}
+    before = {signal.SIGINT: signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))}
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(s) not in (signal.SIG_IGN, None):
+            before[s] = signal.signal(s, signal.SIG_DFL)
     try:
         yield
     finally:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gc
+import signal
 import sys
+import threading
 from typing import Callable
 
 
@@ -15,10 +17,46 @@ class StageError(Exception):
     """
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (a scheduler's time limit, `kill PID`) or SIGHUP (the terminal closed),
+    raised where Ctrl-C's KeyboardInterrupt would be, so the run stops the same way."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _stop(signum, frame) -> None:
+    raise Stopped(signum)
+
+
+def catch_stop_signals() -> None:
+    """SIGTERM and SIGHUP stop a stage as Ctrl-C does: one line, the partial work kept.
+    Only where they would otherwise kill at once (a SIGHUP ignored under nohup stays
+    ignored), and only in the driver (the pool's workers set them back; see
+    pipeline.local_pool)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for s in STOP_SIGNALS:
+        if signal.getsignal(s) is signal.SIG_DFL:
+            signal.signal(s, _stop)
+
+
+def default_stop_signals() -> None:
+    """Back to the default action for SIGTERM and SIGHUP (in a forked worker)."""
+    for s in STOP_SIGNALS:
+        if signal.getsignal(s) is _stop:
+            signal.signal(s, signal.SIG_DFL)
+
+
 def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None = None) -> None:
     """Run a stage's main(); print StageError, and a write that failed for lack of space
     or permission or because a file stands where a folder goes (pipeline.disk), as one
     line and exit non-zero."""
+    catch_stop_signals()
     try:
         rc = main(argv)
     except StageError as e:
@@ -34,10 +72,17 @@ def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None
             raise
         print(f"error: {line}", file=sys.stderr)
         _exit(2)
-    except KeyboardInterrupt:
-        print("interrupted: partial work is kept for resume; the previous output is untouched",
+    except KeyboardInterrupt as e:
+        signum = getattr(e, "signum", signal.SIGINT)
+        if signum != signal.SIGINT:   # the workers were killed too, maybe holding a lock
+            pool = sys.modules.get("pipeline.local_pool")   # their pool waits on at exit
+            if pool is not None:
+                pool._abandon_pool()
+        what = ("interrupted" if signum == signal.SIGINT
+                else f"stopped by {signal.Signals(signum).name}")
+        print(f"{what}: partial work is kept for resume; the previous output is untouched",
               file=sys.stderr)
-        _exit(130)
+        _exit(128 + signum)
     _exit(int(rc or 0))
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from . import collector
-from .errors import StageError
+from .errors import StageError, default_stop_signals
 
 def _quiet(verbose: bool) -> None:
     if not verbose:
@@ -37,7 +37,7 @@ def _stage_pool(workers: int, start_method: str):
         if _dead(_POOL.get("procs", [])):
             _abandon_pool()
         close_pool()
-        pool = multiprocess.get_context(start_method).Pool(workers)
+        pool = multiprocess.get_context(start_method).Pool(workers, initializer=default_stop_signals)
         # every process the pool started: none exits while the pool is open
         _POOL.update(workers=workers, pool=pool, procs=list(pool._pool))
     return _POOL["pool"]

@@ -375,3 +375,50 @@ def test_workers_killed_between_phases_get_the_stage_a_new_pool(tmp_path):
                         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                         text=True)
     assert cp.returncode == 0 and cp.stdout.strip() == "ok", cp.stderr[-2000:]
+
+
+SLOW_RULE = """import time
+import numpy as np
+from algorithms.cleaning import Rule
+def slow(texts):
+    time.sleep(0.4)   # a run of several seconds, whatever the machine
+    return np.ones(len(texts))
+RULES = [Rule("slow", "d", "slow_xs", slow, 0.5, "below", "--slow-min", bins=(0, 1))]
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_stops_like_ctrl_c(sig, sample_layout, tmp_path):
+    """A scheduler's time limit (SIGTERM to the job's processes) or a closed terminal
+    (SIGHUP) ended the stage without a word; now it stops as Ctrl-C does: one line, exit
+    128 + the signal, no process left, and a rerun resumes to the same bytes."""
+    rule = tmp_path / "slow.py"
+    rule.write_text(SLOW_RULE)
+    out = tmp_path / "cleaned"
+    args = ["--input", sample_layout / "raw", "--output", out, "--workers", "2", "--task-mb",
+            "0.2", "--rules", f"tutorial,{rule}"]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "clean.py"), *map(str, args)],
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    deadline = time.time() + 60   # until some task has finished (its completion marker)
+    while time.time() < deadline and proc.poll() is None and not any(
+            (tmp_path / ".cleaned.partial").rglob("completions/0*")):
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.stderr.read()
+    os.killpg(proc.pid, sig)                     # the whole job, as Slurm and a terminal do
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    last = err.strip().splitlines()[-1]
+    assert last == (f"stopped by {signal.Signals(sig).name}: partial work is kept for resume; "
+                    "the previous output is untouched"), err
+    assert "Traceback" not in err
+    time.sleep(1)
+    assert _session_processes(proc.pid) == []
+    again = run_script("clean.py", *args)
+    assert "resuming" in again.stderr
+    fresh = run_script("clean.py", *[a if a != out else tmp_path / "fresh" for a in args])
+    assert fresh.returncode == 0
+    shards = sorted(p.name for p in out.glob("*.parquet"))
+    assert shards and all((out / n).read_bytes() == (tmp_path / "fresh" / n).read_bytes()
+                          for n in shards)
