@@ -39,6 +39,12 @@ def list_shards(input_dir: str | os.PathLike) -> list[Path]:
             raise StageError(f"input directory {d} does not exist yet: "
                              f"{describe_holder(h)} is writing it; wait for it to finish, "
                              "then rerun")
+        old = d.parent / f".{d.name}.old"
+        if old.is_dir():   # its stage was stopped between the two renames of its commit
+            raise StageError(f"input directory {d} does not exist: a run of "
+                             f"{script_for_dir(d)} was stopped while it swapped in its output "
+                             f"({old} holds the previous one); rerun {script_for_dir(d)}, "
+                             "which finishes the swap or undoes it")
         raise StageError(f"input directory {d} does not exist; run {script_for_dir(d)} first")
     if not d.is_dir():
         raise StageError(f"input {d} is not a directory")

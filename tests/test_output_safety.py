@@ -546,3 +546,18 @@ def test_verify_refuses_a_bad_flag_in_one_line(pipeline_layout, tmp_path, flag, 
     cp = run_script("verify.py", "--data-dir", pipeline_layout, flag, value,
                     "--report", tmp_path / "v.md", check=False)
     assert says in _one_error_line(cp) and not (tmp_path / "v.md").exists()
+
+
+def test_an_input_caught_between_its_commit_renames_names_the_stage_to_rerun(sample_layout,
+                                                                            tmp_path):
+    # clean.py stopped after moving its old output aside, before moving the new one in:
+    # the next stage said only "does not exist; run clean.py first"
+    d = _copy_raw(sample_layout, tmp_path)
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--workers", "1")
+    (d / "cleaned").rename(d / ".cleaned.old")
+    line = _one_error_line(run_script("dedup_exact.py", "--input", d / "cleaned", "--output",
+                                      d / "dedup_exact", "--workers", "1", check=False))
+    assert "was stopped while it swapped in its output" in line and "rerun clean.py" in line
+    assert str(d / ".cleaned.old") in line, line
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--workers", "1")
+    assert (d / "cleaned" / "manifest.json").exists() and not (d / ".cleaned.old").exists()
