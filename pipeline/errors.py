@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import signal
 import sys
 import threading
@@ -27,9 +28,14 @@ class Stopped(KeyboardInterrupt):
 
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+_DRIVER_PID: list[int] = []
 
 
 def _stop(signum, frame) -> None:
+    if os.getpid() not in _DRIVER_PID:   # a process forked from the driver, before it set
+        signal.signal(signum, signal.SIG_DFL)   # the default back (a pool worker starting,
+        os.kill(os.getpid(), signum)            # the pool terminated at exit): die as before
+        return
     raise Stopped(signum)
 
 
@@ -40,6 +46,7 @@ def catch_stop_signals() -> None:
     pipeline.local_pool)."""
     if threading.current_thread() is not threading.main_thread():
         return
+    _DRIVER_PID[:] = [os.getpid()]
     for s in STOP_SIGNALS:
         if signal.getsignal(s) is signal.SIG_DFL:
             signal.signal(s, _stop)

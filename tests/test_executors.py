@@ -422,3 +422,28 @@ def test_sigterm_or_sighup_stops_like_ctrl_c(sig, sample_layout, tmp_path):
     shards = sorted(p.name for p in out.glob("*.parquet"))
     assert shards and all((out / n).read_bytes() == (tmp_path / "fresh" / n).read_bytes()
                           for n in shards)
+
+
+FORKED_CHILD = """
+import os, signal, sys, time
+from pipeline.errors import catch_stop_signals
+catch_stop_signals()
+pid = os.fork()
+if pid == 0:   # a child that never reset the driver's handler
+    time.sleep(30)
+    os._exit(0)
+time.sleep(0.3)
+os.kill(pid, signal.SIGTERM)
+_, status = os.waitpid(pid, 0)
+print(os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM)
+"""
+
+
+def test_a_forked_child_still_dies_of_sigterm():
+    # the driver turns SIGTERM into an exception; a child forked from it (a pool worker
+    # starting, terminated at exit) must still die of it: as an exception swallowed by
+    # an at-fork hook it lived on, and the driver waited for it forever
+    cp = subprocess.run([sys.executable, "-c", FORKED_CHILD], cwd=ROOT, timeout=60,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                        text=True)
+    assert cp.stdout.strip() == "True", cp.stdout + cp.stderr
