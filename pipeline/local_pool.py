@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from . import collector
-from .errors import StageError, default_stop_signals
+from .errors import StageError
 
 def _quiet(verbose: bool) -> None:
     if not verbose:
@@ -33,11 +33,10 @@ def _stage_pool(workers: int, start_method: str):
     killed while it held the task queue's lock would leave the next phase waiting)."""
     import multiprocess
 
-    if _POOL.get("workers") != workers or _dead(_POOL.get("procs", [])):
-        if _dead(_POOL.get("procs", [])):
-            _abandon_pool()
-        close_pool()
-        pool = multiprocess.get_context(start_method).Pool(workers, initializer=default_stop_signals)
+    dead = _dead(_POOL.get("procs", []))
+    if _POOL.get("workers") != workers or dead:
+        _abandon_pool() if dead else close_pool()
+        pool = multiprocess.get_context(start_method).Pool(workers)
         # every process the pool started: none exits while the pool is open
         _POOL.update(workers=workers, pool=pool, procs=list(pool._pool))
     return _POOL["pool"]
