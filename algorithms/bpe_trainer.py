@@ -43,10 +43,8 @@ import json
 import logging
 import os
 import re
-import signal
 import sys
 import threading
-from contextlib import contextmanager
 from typing import Iterable
 
 import numpy as np
@@ -179,7 +177,7 @@ def _sift(heap, n, i):
     heap[i, 0], heap[i, 1], heap[i, 2] = count, key, p
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)   # run on a thread of its own: run_interruptibly
 def _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges, min_frequency):
     """BpeTrainer's merge loop (tokenizers' bpe/trainer.rs, do_train) over words held as
     bytes in wbuf[wstart[w]:wstart[w] + wlen[w]], each seen wcount[w] times; byte v is
@@ -517,30 +515,34 @@ def count_words(batches: Iterable[list[str]], threads: int | None = None):
     return union.result()
 
 
-@contextmanager
-def signals_held():
-    """Hold Ctrl-C while a compiled function is loaded and run: the KeyboardInterrupt
-    raised inside numba's cache loading (a callback from LLVM) left it broken, and the
-    process died of a segmentation fault. Here the signal is only noted, and raised again
-    when the function returns (the loop itself never sees Python). SIGTERM and SIGHUP, which
-    a stage otherwise turns into the same exception (pipeline.errors), take their default
-    action meanwhile: the process ends at once (a scheduler's grace period is short), and
-    a rerun resumes as after any kill."""
+def run_interruptibly(fn, *args):
+    """fn(*args), a compiled function that releases the GIL, run on a thread of its own
+    while this thread waits for it, so that Ctrl-C, SIGTERM and SIGHUP stop the stage at
+    once, with its usual one line (pipeline.errors), even in a merge loop of minutes.
+
+    Run on this thread instead, the loop would never let Python see a signal until it
+    returned; and a KeyboardInterrupt raised while numba loaded the function from its
+    cache (inside a callback from LLVM) killed the process with a segmentation fault.
+    Here the exception is raised in this thread, never inside the loader. The thread is a
+    daemon: a stage stopped meanwhile exits without waiting for it."""
     if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    got: list[int] = []
-    before = {signal.SIGINT: signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))}
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(s) not in (signal.SIG_IGN, None):
-            before[s] = signal.signal(s, signal.SIG_DFL)
-    try:
-        yield
-    finally:
-        for s, handler in before.items():
-            signal.signal(s, handler)
-        if got:   # as if it arrived now: KeyboardInterrupt, or SIGTERM's own end
-            signal.raise_signal(got[0])
+        return fn(*args)
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = e
+
+    worker = threading.Thread(target=target, name=getattr(fn, "__name__", "compiled"),
+                              daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.25)   # a signal's handler runs between two waits
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def train_fast(batches: Iterable[list[str]], vocab_size: int, min_frequency: int,
@@ -566,8 +568,7 @@ def train_words(words, vocab_size: int, min_frequency: int,
     rank[order] = np.arange(256, dtype=np.int32)
     wstart = np.zeros(len(wlen), np.int64)
     np.cumsum(wlen[:-1], out=wstart[1:])
-    with signals_held():   # Ctrl-C while numba loaded it crashed the process (SIGSEGV)
-        merges, _ = _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges,
+    merges, _ = run_interruptibly(_train_merges, wbuf, rank, wstart, wlen, wcount, n_merges,
                                   max(int(min_frequency), 0))
     merges = np.where(merges < 256, order[np.minimum(merges, 255)], merges)  # byte values
     tokens = [bytes([b]) for b in range(256)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -355,19 +356,62 @@ def test_a_token_that_is_not_a_merge_is_refused():
         bt.recover_merges(tokens)
 
 
-def test_ctrl_c_during_the_compiled_loop_waits_for_it_to_return():
-    """A Ctrl-C while numba loaded (from its cache) and ran the merge loop killed the
-    process with a segmentation fault (the KeyboardInterrupt was raised inside a callback
-    from LLVM). Held by signals_held, it is noted, and raised when the block ends."""
-    import os
-    import signal
+STOPPABLE_CHILD = """
+import sys, time
+import numpy as np
+from algorithms import bpe_trainer as bt
+from pipeline.errors import run_stage
 
-    ran_on = []
-    with pytest.raises(KeyboardInterrupt):
-        with bpe_trainer.signals_held():
-            os.kill(os.getpid(), signal.SIGINT)
-            for _ in range(1000):   # the handler runs here, between bytecodes: no raise
-                pass
-            ran_on.append(True)
-    assert ran_on == [True]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+def main(argv=None):
+    rng = np.random.default_rng(0)
+    n, size = 600_000, 12   # distinct words: a merge loop of about 2 s
+    words = (rng.integers(97, 117, n * size, dtype=np.uint8), np.full(n, size, np.int64),
+             rng.integers(1, 50, n).astype(np.int64))
+    print("training", flush=True)
+    t = time.time()
+    bt.train_words(words, 60_000, 0)
+    print(f"trained {time.time() - t:.3f}", flush=True)
+
+run_stage(main)
+"""
+
+
+def test_a_signal_stops_the_compiled_merge_loop_at_once():
+    """Ctrl-C, SIGTERM and SIGHUP during train_tokenizer's merge loop (one compiled call,
+    minutes on a large sample) stop it at once with the stage's one line and exit code:
+    the loop runs on a thread of its own (run_interruptibly). Held until the loop
+    returned, Ctrl-C waited for it, and SIGTERM ended the process without a word. The
+    signal also comes while numba loads the loop from its cache, which crashed the
+    process (SIGSEGV) when a KeyboardInterrupt was raised inside that loading."""
+    import signal
+    import time
+
+    def start():
+        p = subprocess.Popen([sys.executable, "-c", STOPPABLE_CHILD], text=True,
+                             cwd=Path(__file__).resolve().parents[1],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert p.stdout.readline().strip() == "training"
+        return p
+
+    p = start()   # the whole loop, uninterrupted (numba's cache warm from here on)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    loop = float(out.split()[-1])
+    assert loop > 0.8, f"the loop took {loop:.2f} s: too short to tell at once from after"
+    # the signal a quarter of the way into the call (its loop is 4/5 of it); the last one
+    # as numba loads the loop
+    for sig, code, line, after in [(signal.SIGINT, 130, "interrupted", loop / 4),
+                                   (signal.SIGTERM, 143, "stopped by SIGTERM", loop / 4),
+                                   (signal.SIGHUP, 129, "stopped by SIGHUP", loop / 4),
+                                   (signal.SIGINT, 130, "interrupted", 0.0)]:
+        p = start()
+        time.sleep(after)
+        sent = time.time()
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=300)
+        took = time.time() - sent
+        assert p.returncode == code, (sig, p.returncode, err)
+        assert "trained" not in out and line in err, (sig, out, err)
+        assert took < loop / 4, f"{sig!r}: exit {took:.2f} s after it, the loop takes {loop:.2f}"
+
+
