@@ -43,7 +43,7 @@ from pipeline.sources import (BAD_RECORDS_IN_MANIFEST, Meter, Skips, common_meta
                               repeated_ids, save_id_hashes,
                               expand_inputs, read_sources, write_shards)
 from pipeline.stage import Output, Run, Stage, check_not_nested
-from pipeline.tables import human_bytes, table
+from pipeline.tables import human_bytes, size_arg, table
 
 
 # A task converts a unit of local files holding at least 1/16 of --shard-bytes on disk
@@ -222,7 +222,7 @@ def flags(p, argv) -> None:
                      help="local files: a path, directory or glob of .parquet, .jsonl(.gz), .txt")
     p.add_argument("--shard-rows", type=int, default=None,
                    help="rows per output shard (default 100000; 400 for the sample)")
-    p.add_argument("--shard-bytes", type=int, default=256 * 1000 * 1000,
+    p.add_argument("--shard-bytes", type=size_arg, default=256 * 1000 * 1000,
                    help="text bytes per output shard (default 256 MB)")
     p.add_argument("--txt-delimiter", default=None,
                    help="split .txt files into documents on this string (default: one per file)")

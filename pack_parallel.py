@@ -64,7 +64,7 @@ from pipeline.manifest import MANIFEST
 from pipeline.progress import task_progress
 from pipeline.shards import file_record, id_hashes
 from pipeline.stage import Output, Run, Stage
-from pipeline.tables import human_bytes, markdown_table, save_report, table
+from pipeline.tables import human_bytes, markdown_table, save_report, size_arg, table
 from pipeline.task_results import save_task_result
 from pipeline.units import Unit, read_unit
 from pipeline.work_files import WORK, load_arrow, save_arrow
@@ -337,7 +337,7 @@ def flags(p, argv) -> None:
     p.add_argument("--encoder", choices=["auto", "numba", "tiktoken", "hf"], default="auto",
                    help="auto: the compiled BPE (numba) if it converts and matches HF on a "
                         "sample, else HF; tiktoken: the same vocabulary in tiktoken")
-    p.add_argument("--check-bytes", type=int, default=1_000_000,
+    p.add_argument("--check-bytes", type=size_arg, default=1_000_000,
                    help="text compared between the fast encoder and HF (default 1 MB)")
     p.add_argument("--batch-rows", type=int, default=1024,
                    help="documents encoded per batch: bounds each task's memory (default 1024)")

@@ -103,7 +103,7 @@ from pipeline.manifest import MANIFEST, read_manifest, write_json
 from pipeline.progress import available_memory, peak_rss_mb
 from pipeline.shards import file_record, read_table
 from pipeline.stage import Output, Run, Stage
-from pipeline.tables import human_bytes, markdown_table, parse_size, pct, save_report, table
+from pipeline.tables import human_bytes, markdown_table, parse_size, pct, save_report, size_arg, table
 
 HELDOUT = "report/heldout.parquet"   # the held-out text, beside the report
 PAIR_COUNT_LIMIT = 2**31 - 1   # BpeTrainer's i32 pair counts (tokenizers issue 2058)
@@ -333,15 +333,15 @@ def flags(p, argv) -> None:
                    help="a pair must occur this often to be merged (default 2)")
     p.add_argument("--sample-ratio", type=float, default=0.05,
                    help="share of the corpus's text bytes to train on (default 0.05, as in 4.7)")
-    p.add_argument("--min-bytes", type=int, default=None,
+    p.add_argument("--min-bytes", type=size_arg, default=None,
                    help="train on at least this many bytes, or the whole corpus (default 1 GB, "
                         "or --max-bytes when that is smaller)")
-    p.add_argument("--max-bytes", type=int, default=2_000_000_000,
+    p.add_argument("--max-bytes", type=size_arg, default=2_000_000_000,
                    help=f"train on about this many bytes, within a few percent (default 2 GB; at "
                         f"most {PAIR_COUNT_LIMIT:,})")
     p.add_argument("--max-doc-chars", type=int, default=100_000,
                    help="crop longer documents to this many characters (default 100000)")
-    p.add_argument("--heldout-bytes", type=int, default=5_000_000,
+    p.add_argument("--heldout-bytes", type=size_arg, default=5_000_000,
                    help="text held out of training to measure compression (default 5 MB, "
                         f"at most {tokenizer_sample.HELDOUT_MAX_SHARE * 100:.0f}%% of the corpus)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sample (default 0)")

@@ -76,23 +76,50 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TB"
 
 
+SIZE_UNITS = {"": 1, "B": 1, "K": 10**3, "KB": 10**3, "M": 10**6, "MB": 10**6, "G": 10**9,
+              "GB": 10**9, "T": 10**12, "TB": 10**12, "KIB": 2**10, "MIB": 2**20,
+              "GIB": 2**30, "TIB": 2**40}
+
+
+def size_bytes(s: str) -> int:
+    """'2GB', '512MB', '1GiB', '1.5GB', '1000000' -> bytes (the inverse of human_bytes);
+    a sign is read too, so that whoever asked says what range is allowed; ValueError,
+    saying what is expected, for anything else."""
+    m = re.fullmatch(r"\s*([-+]?[0-9]*\.?[0-9]+)\s*([KMGT]?I?B?)\s*", str(s).upper())
+    if not m:
+        raise ValueError(f"{s!r}: expected a size like 2GB, 512MB or 1000000")
+    number, unit = m.groups()
+    if unit not in SIZE_UNITS:
+        raise ValueError(f"{s!r}: unknown unit {unit!r}")
+    if number.lstrip("+-").isdigit():   # exact, however large
+        return int(number) * SIZE_UNITS[unit]
+    return int(float(number) * SIZE_UNITS[unit])
+
+
 def parse_size(s: str, flag: str) -> int:
-    """A size as a person types it, for the command-line flag `flag`: '2GB', '512MB',
-    '1GiB', '1000000' -> bytes (the inverse of human_bytes). A bad one is a one-line error."""
+    """A size as a person types it, for the command-line flag `flag` (size_bytes), above
+    zero. A bad one is a one-line error."""
     from .errors import StageError
 
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]?I?B?)\s*", s.upper())
-    if not m:
-        raise StageError(f"{flag} {s!r}: expected a size like 2GB, 512MB or 1000000")
-    mult = {"": 1, "B": 1, "K": 1e3, "KB": 1e3, "M": 1e6, "MB": 1e6, "G": 1e9, "GB": 1e9,
-            "T": 1e12, "TB": 1e12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-    unit = m.group(2)
-    if unit not in mult:
-        raise StageError(f"{flag} {s!r}: unknown unit {unit!r}")
-    n = int(float(m.group(1)) * mult[unit])
+    try:
+        n = size_bytes(s)
+    except ValueError as e:
+        raise StageError(f"{flag} {e}") from None
     if n <= 0:
         raise StageError(f"{flag} {s!r} must be positive")
     return n
+
+
+def size_arg(s: str) -> int:
+    """The argparse type of every flag that is a number of bytes (--max-bytes,
+    --shard-bytes, --check-bytes, ...): a size as size_bytes reads it, so `--max-bytes
+    500MB` and `--max-bytes 500000000` are the same run; the stage checks its range."""
+    import argparse
+
+    try:
+        return size_bytes(s)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def save_report(folder: str | os.PathLike, name: str, data: dict, markdown: str) -> None:

@@ -161,3 +161,30 @@ def test_output_into_a_closed_pipe_is_one_line(tmp_path):
     assert p.returncode == 141, p.stderr
     assert "Traceback" not in p.stderr and p.stderr.startswith("stopped: standard output "
                                                                "was closed")
+
+
+@pytest.mark.parametrize("script", [s for s in STAGES if s != "verify.py"])  # it has none
+def test_every_size_in_bytes_takes_units(script):
+    """Every flag that is a number of bytes reads a size as a person types it, as
+    --memory-budget does: `--max-bytes 500MB` is `--max-bytes 500000000` (the same run,
+    the same manifest); a size that is not one is refused naming the flag."""
+    import importlib
+
+    from pipeline.tables import size_arg
+
+    stage = importlib.import_module(script[:-3]).STAGE
+    p = stage.parser([])
+    sized = [a for a in p._actions if a.type is size_arg]
+    assert all(a.dest.endswith("_bytes") for a in sized)
+    named = {a.dest for a in p._actions if a.dest.endswith("_bytes")}
+    assert {a.dest for a in sized} == named    # none left reading plain integers only
+    for a in sized:
+        flag = a.option_strings[0]
+        for typed, want in (("500MB", 500_000_000), ("1.5kb", 1500), ("2GiB", 2 << 30),
+                            ("1000000", 1_000_000), ("0", 0)):
+            assert getattr(p.parse_args([flag, typed]), a.dest) == want
+        with pytest.raises(SystemExit):
+            p.parse_args([flag, "lots"])
+    sizes = {"download_data.py": {"shard_bytes"}, "pack_parallel.py": {"check_bytes"},
+             "train_tokenizer.py": {"min_bytes", "max_bytes", "heldout_bytes"}}
+    assert named == sizes.get(script, set())
