@@ -42,14 +42,21 @@ def _stop(signum, frame) -> None:
 def catch_stop_signals() -> None:
     """SIGTERM and SIGHUP stop a stage as Ctrl-C does: one line, the partial work kept.
     Only where they would otherwise kill at once (a SIGHUP ignored under nohup stays
-    ignored), and only in the driver: a process forked from it (a pool worker) that gets
-    one takes the default action (_stop)."""
+    ignored), and only in the driver (the pool's workers set them back; see
+    pipeline.local_pool)."""
     if threading.current_thread() is not threading.main_thread():
         return
     _DRIVER_PID[:] = [os.getpid()]
     for s in STOP_SIGNALS:
         if signal.getsignal(s) is signal.SIG_DFL:
             signal.signal(s, _stop)
+
+
+def default_stop_signals() -> None:
+    """Back to the default action for SIGTERM and SIGHUP (in a forked worker)."""
+    for s in STOP_SIGNALS:
+        if signal.getsignal(s) is _stop:
+            signal.signal(s, signal.SIG_DFL)
 
 
 def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None = None) -> None:

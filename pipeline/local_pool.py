@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from . import collector
-from .errors import StageError
+from .errors import StageError, default_stop_signals
 
 def _quiet(verbose: bool) -> None:
     if not verbose:
@@ -36,7 +36,12 @@ def _stage_pool(workers: int, start_method: str):
     dead = _dead(_POOL.get("procs", []))
     if _POOL.get("workers") != workers or dead:
         _abandon_pool() if dead else close_pool()
-        pool = multiprocess.get_context(start_method).Pool(workers)
+        # each worker takes SIGTERM's and SIGHUP's default action again: the driver's
+        # handler, inherited through the fork, only runs on a process's main thread, and a
+        # worker waiting for a task there never sees one delivered to its other threads
+        # (pyarrow's, the orphan watch): the pool's SIGTERM at exit then left it alive
+        pool = multiprocess.get_context(start_method).Pool(workers,
+                                                           initializer=default_stop_signals)
         # every process the pool started: none exits while the pool is open
         _POOL.update(workers=workers, pool=pool, procs=list(pool._pool))
     return _POOL["pool"]

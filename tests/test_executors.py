@@ -447,3 +447,43 @@ def test_a_forked_child_still_dies_of_sigterm():
                         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                         text=True)
     assert cp.stdout.strip() == "True", cp.stdout + cp.stderr
+
+
+SIGNAL_ON_A_SIDE_THREAD = """
+import os, signal, threading, time
+from pipeline.errors import catch_stop_signals
+from pipeline import local_pool
+
+def task():
+    # a thread of the worker's own (pyarrow's pool, the orphan watch) gets the SIGTERM
+    # while the main thread waits for the next task
+    threading.Thread(target=lambda: (time.sleep(0.5),
+                                     signal.pthread_kill(threading.get_ident(), signal.SIGTERM)),
+                     daemon=True).start()
+    return os.getpid()
+
+catch_stop_signals()
+pool = local_pool._stage_pool(2, "fork")
+pid = pool.apply_async(task).get(timeout=30)
+for _ in range(100):
+    time.sleep(0.1)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        break
+    if local_pool._dead(local_pool._POOL["procs"]):
+        break
+print("dead" if local_pool._dead(local_pool._POOL["procs"]) else "alive")
+local_pool._abandon_pool()
+"""
+
+
+def test_a_pool_worker_dies_of_sigterm_on_any_thread():
+    """A SIGTERM to a pool worker ends it whichever of its threads the kernel hands it to.
+    With the driver's handler inherited, one delivered to a side thread only set a flag
+    for the main thread, which sat waiting for a task and never looked: the pool's
+    SIGTERM at exit left the worker alive and the stage hung at exit (3 runs in 100)."""
+    cp = subprocess.run([sys.executable, "-c", SIGNAL_ON_A_SIDE_THREAD], cwd=ROOT, timeout=120,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                        text=True)
+    assert cp.stdout.strip() == "dead", cp.stdout + cp.stderr
