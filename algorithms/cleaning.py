@@ -325,7 +325,8 @@ def quality_pack(pack: str) -> tuple[Rule, ...]:
     from . import quality_signals, quality_signals_fast
 
     scan = Pass(lambda texts, pack=pack: quality_signals_fast.measure(pack, texts),
-                version=f"{pack}:2", shared=(quality_signals_fast.measure_packs, pack))
+                version=f"{pack}:{quality_signals.PACK_VERSIONS[pack]}",
+                shared=(quality_signals_fast.measure_packs, pack))
     rules = []
     for r in quality_signals.RULE_TABLE:
         if r["pack"] != pack:

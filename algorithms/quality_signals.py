@@ -32,8 +32,10 @@ characters `words()` gives spaCy's English tokens. The other script-aware choice
   * terminal punctuation (FineWeb) is datatrove's own Unicode set unchanged: it already
     has 。！？．｡ (the ASCII-only set is C4's, whose line filter this project does not
     use). Not "；" or "：", which, like ";" and ":" that datatrove leaves out, end clauses
-    and introduce lists; not "…" either: it ends English lines too ("git fsck …"), and
-    adding it changed datatrove's decision on English documents;
+    and introduce lists. A line ending in "…" (Chinese writes "……") ends a sentence
+    when a CJK character comes before the ellipsis: Chinese narrative ends its sentences
+    so, and English lines ending in "…" ("git fsck …") are left as datatrove judges them
+    (counting every "…" changed its decision on English documents);
   * short lines (FineWeb) are measured in columns, a CJK character two: 30 characters of
     Chinese are a full sentence, not a menu item (without it the rule removed 70 of the
     sample's 1,415 Chinese documents, with it 3);
@@ -388,10 +390,19 @@ def nonblank_lines(text: str) -> list[str]:
     return [line for line in text.split("\n") if line.strip()]
 
 
+def ends_sentence(line: str) -> bool:
+    """A line that ends in terminal punctuation: datatrove's set, or an ellipsis ("…",
+    "……") right after a CJK character, as Chinese ends a sentence."""
+    if line.endswith(STOP_CHARS):
+        return True
+    body = line.rstrip("…")
+    return body != line and body != "" and is_cjk(body[-1])
+
+
 def line_punct_share(text: str) -> float:
     """Share of non-blank lines ending in terminal punctuation (0 with no lines)."""
     lines = nonblank_lines(text)
-    return sum(line.endswith(STOP_CHARS) for line in lines) / len(lines) if lines else 0.0
+    return sum(map(ends_sentence, lines)) / len(lines) if lines else 0.0
 
 
 def width(line: str) -> int:
@@ -600,6 +611,11 @@ SIGNALS = {
 }
 
 
+# What each pack's kept signals depend on (cleaning.quality_pack): a version per pack,
+# raised when a pack's numbers change. fineweb 3: "……" after Chinese ends a sentence.
+PACK_VERSIONS = {"fineweb": 3, "gopher_quality": 2, "gopher_repetition": 2, "c4": 2}
+
+
 def measure(pack: str, text: str) -> dict[str, float | int]:
     """Every signal of a pack for one text."""
     return {name: f(text) for name, f in SIGNALS[pack].items()}
@@ -621,8 +637,8 @@ _COUNT = [0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1
 RULE_TABLE = [
     # fineweb (datatrove FineWebQualityFilter)
     _rule("fineweb", "fineweb_line_punct", "line_punct_share",
-          "ratio < line_punct_thr (lines ending in TERMINAL_PUNCTUATION; no non-blank line: "
-          "'empty')", 0.12, "below",
+          "ratio < line_punct_thr (lines ending in TERMINAL_PUNCTUATION; here also in '…' "
+          "after a CJK character; no non-blank line: 'empty')", 0.12, "below",
           "Too few lines end like a sentence: menus, lists, tables.", _SHARE),
     _rule("fineweb", "fineweb_short_lines", "short_line_share",
           "ratio > short_line_thr (lines of len <= short_line_length=30; here width, a CJK "

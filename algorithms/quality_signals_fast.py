@@ -750,6 +750,12 @@ def _fineweb(cps, L, F, nw, W, out):
             nl += 1
             if F[cps[e - 1]] & F_STOP:
                 punct += 1
+            elif cps[e - 1] == 0x2026:   # "…" / "……" right after a CJK character
+                q = e - 1
+                while q > s and cps[q - 1] == 0x2026:
+                    q -= 1
+                if q > s and (F[cps[q - 1]] & F_CJK):
+                    punct += 1
             if wid <= 30:
                 short += 1
         s = e + 1

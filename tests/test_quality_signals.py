@@ -47,6 +47,8 @@ EDGE = [
     # overlapping special cases in one chunk: the longest, then the earliest ("'s" before
     # "s."); across chunks spaCy differs (docs/stages/clean.md)
     "'''a", "x'''", "'s.A", "'d.S", "(:)a", ".:):", ":):)",
+    # an ellipsis ends a Chinese sentence, not an English line
+    "他走了很久……\n天色暗了…\n……\n好…x\n・……\nな…\ngit fsck …\nwait…\n中 …",
 ]
 
 
@@ -264,6 +266,19 @@ def test_decisions_agree_with_datatrove_on_english(pack):
           f"disagreements {dict(res['classes'])}")
     assert res["agreement"] >= 0.99
     assert set(res["classes"]) <= {"tokens differ from spaCy's", "CJK characters"}
+
+
+def test_an_ellipsis_after_chinese_ends_a_sentence():
+    """FineWeb's terminal punctuation, for Chinese: a line ending in "……" (or "…") right
+    after a CJK character ends a sentence, as 。 does; an ellipsis after anything else
+    (English "wait…", "git fsck …", an ellipsis alone) is left as datatrove judges it."""
+    lines = {"他走了很久很久……": 1, "天色渐渐暗了下来…": 1, "ひらがな…": 1, "天色。": 1,
+             "wait…": 0, "git fsck …": 0, "……": 0, "中 …": 0, "中……x": 0, "・……": 0}
+    for line, want in lines.items():
+        assert Q.line_punct_share(line) == want, line
+        assert QF.measure("fineweb", pa.array([line]))["line_punct_share"][0] == want, line
+    prose = "他走了很久很久……\n天色渐渐暗了下来……\n"
+    assert Q.measure("fineweb", prose)["line_punct_share"] == 1.0
 
 
 def test_disagreement_classes():
