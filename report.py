@@ -52,7 +52,7 @@ import numpy as np
 from matplotlib import rc_context
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from pipeline import layout
 from pipeline.disk import check_report_path
@@ -423,6 +423,26 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, figsize, **kw):
     return fig, fig.subplots(nrows, ncols, **kw)
 
 
+def plain_number(v: float, _pos=None) -> str:
+    """A tick label as plain text: 1, 1,000, 0.01."""
+    return f"{v:,.0f}" if v >= 1 else f"{v:g}"
+
+
+def log_scale(ax, axis: str = "y", base: int = 10) -> None:
+    """A log axis whose tick labels are plain numbers. matplotlib writes them as formulas
+    ($10^{3}$), which RC's text.parse_math=False would print as they are."""
+    getattr(ax, f"set_{axis}scale")("log", base=base)
+    a = ax.yaxis if axis == "y" else ax.xaxis
+
+    def minor(v: float, _pos=None) -> str:   # 2 and 5 of each decade, on a short axis
+        lo, hi = sorted(a.get_view_interval())
+        lead = round(v / 10 ** np.floor(np.log10(v))) if v > 0 else 0
+        return plain_number(v) if lo > 0 and hi / lo < 100 and lead in (2, 5) else ""
+
+    a.set_major_formatter(FuncFormatter(plain_number))
+    a.set_minor_formatter(FuncFormatter(minor) if base == 10 else NullFormatter())
+
+
 def png(fig) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
@@ -533,10 +553,10 @@ def signal_chart(edges, counts, threshold: float | None, removes: str, log: bool
         else:
             ax.stairs(np.where(c > 0, c, base), e, fill=True, baseline=base, color=BLUE,
                       alpha=0.85)
-        ax.set_yscale("log")
+        log_scale(ax, "y")
         ax.set_ylim(base, max(c.max() if len(c) else 1, 1) * 2)
         if log:
-            ax.set_xscale("log")
+            log_scale(ax, "x")
         nz = np.flatnonzero(c)
         if len(nz):   # zoom on the occupied range, keeping the threshold in view
             x0, x1 = e[nz[0]], e[nz[-1] + 1]
@@ -573,7 +593,7 @@ def language_chart(reached: dict, kept: dict, top: int = 12) -> str | None:
         y = np.arange(len(rows))[::-1]
         ax.barh(y + 0.2, [r[1] for r in rows], height=0.38, color=GREY, label="reached language ID")
         ax.barh(y - 0.2, [max(r[2], 0) for r in rows], height=0.38, color=BLUE, label="kept")
-        ax.set_xscale("log")
+        log_scale(ax, "x")
         ax.set_yticks(y, [r[0] for r in rows])
         ax.set_xlabel("documents (log)")
         ax.set_title("language mix before and after the language rule")
@@ -705,7 +725,7 @@ def tokens_chart(edges, counts) -> str | None:
     with rc_context(RC):
         fig, ax = new_figure(figsize=(5.6, 2.7))
         ax.stairs(c, e, fill=True, color=BLUE, alpha=0.85)
-        ax.set_xscale("log", base=2)
+        log_scale(ax, "x", base=2)
         nz = np.flatnonzero(c)
         ax.set_xlim(e[max(nz[0] - 1, 0)], e[min(nz[-1] + 2, len(e) - 1)])
         for i in nz:

@@ -590,3 +590,35 @@ def test_a_missing_or_unreadable_report_file_is_named_as_such(full_run, tmp_path
     assert "pack_report/pack_stats.json is missing" in text
     assert "has no tokens_per_doc histogram" not in text
     assert "The comparison with GPT-2, a Llama-style 32k vocabulary and cl100k is unreadable" in text
+
+
+def test_log_axes_are_labelled_in_plain_numbers():
+    """matplotlib labels a log axis with formulas ($10^{3}$); with the page's
+    text.parse_math off they showed as such under every log histogram. Every log axis of
+    the page goes through log_scale, whose labels are plain numbers."""
+    import re
+
+    from matplotlib import rc_context
+
+    def labels(axis):
+        return [t.get_text() for t in axis.get_ticklabels() + axis.get_ticklabels(minor=True)
+                if t.get_text()]
+
+    with rc_context(report.RC):
+        fig, ax = report.new_figure(figsize=(4, 3))
+        report.log_scale(ax, "y")
+        ax.bar([1, 2], [5, 20_000])
+        report.log_scale(ax, "x")
+        ax.set_xlim(3, 10)              # less than a decade: 5 is labelled too
+        fig.canvas.draw()
+        ys, xs = labels(ax.yaxis), labels(ax.xaxis)
+        fig2, ax2 = report.new_figure(figsize=(4, 3))
+        report.log_scale(ax2, "x", base=2)
+        ax2.set_xlim(1, 4096)
+        fig2.canvas.draw()
+        twos = labels(ax2.xaxis)
+    assert {"10", "1,000", "10,000"} <= set(ys) and "5" in xs and "1,024" in twos
+    for got in ys + xs + twos:
+        assert re.fullmatch(r"[0-9][0-9,.]*", got), got
+    source = (Path(report.__file__)).read_text()
+    assert not re.findall(r"set_[xy]scale\(", source)   # every log axis is log_scale's
