@@ -380,7 +380,7 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as e:   # the user's code: any error is theirs to see in one line
+    except (Exception, SystemExit) as e:   # the user's code: any error (or exit) on one line
         raise StageError(f"--rules {pack}: {type(e).__name__}: {e}") from None
     rules = getattr(module, "RULES", None)
     if not rules or not all(isinstance(r, Rule) for r in rules):
@@ -600,10 +600,14 @@ def _user_values(rule: Rule, fn: Callable, texts) -> np.ndarray:
     from pipeline.errors import StageError
 
     try:
-        values = np.asarray(fn(texts))
-    except Exception as e:   # the user's code: its error, on one line
+        got = fn(texts)
+        values = np.asarray(got)
+    except (Exception, SystemExit) as e:   # the user's code: its error (or exit), on one line
         raise StageError(f"rule {rule.name!r}: its measure raised {type(e).__name__}: {e}") \
             from None
+    if values.ndim == 0:
+        raise StageError(f"rule {rule.name!r}: its measure gave {type(got).__name__} "
+                         f"{str(got)[:40]!r}, not a list of one number per document")
     if values.shape != (len(texts),):
         raise StageError(f"rule {rule.name!r}: its measure gave {values.size} values for "
                          f"{len(texts)} documents (one number per document)")

@@ -177,7 +177,8 @@ def _one_line(cp) -> str:
     return errors[0]
 
 
-_HEAD = """import numpy as np
+_HEAD = """import sys
+import numpy as np
 from algorithms.cleaning import Rule
 def ones(texts):
     return np.ones(len(texts))
@@ -233,8 +234,14 @@ BAD_RULES = {   # a rule file's body -> what the one-line error says
                                                  "gave inf"),
     "int fraction": ('RULES = [Rule("x", "d", "xs", lambda t: np.full(len(t), 0.7), 0, "above", '
                      '"--x-max", int, bins=(0, 1))]', "is declared int, but its measure gave 0.7"),
+    "exits": ("sys.exit(0)", "bad.py: SystemExit: 0"),   # it exited 0, silently, having done nothing
+    "measure exits": (_R.format(signal="xs", measure="lambda t: sys.exit(0)", flag="--x-min"),
+                      "rule 'x': its measure raised SystemExit"),
+    "measure None": (_R.format(signal="xs", measure="lambda t: None", flag="--x-min"),
+                     "rule 'x': its measure gave NoneType 'None', not a list of one number"),
 }
-MEASURED_IN_TASKS = ("one short", "strings", "NaN", "raises", "int inf", "int fraction")
+MEASURED_IN_TASKS = ("one short", "strings", "NaN", "raises", "int inf", "int fraction",
+                     "measure exits", "measure None")
 
 
 @pytest.mark.parametrize("case", list(BAD_RULES))
