@@ -1171,7 +1171,9 @@ def measure_packs(packs: list[str], col: pa.Array | pa.ChunkedArray) -> dict[str
         cols[Q.PACKS.index(p)] = width
         width += len(names[p])
     n = len(col)
-    out = np.zeros((n, width), np.float64)
+    # NaN until the kernel writes it: a signal declared in quality_signals.SIGNALS that
+    # no kernel computes is an error below, not a column of zeros
+    out = np.full((n, width), np.nan)
     if n:
         bufs = col.buffers()
         offsets = np.frombuffer(bufs[1], np.int32)[col.offset:col.offset + n + 1].astype(np.int64)
@@ -1181,6 +1183,12 @@ def measure_packs(packs: list[str], col: pa.Array | pa.ChunkedArray) -> dict[str
         maxlen = int(np.diff(offsets).max()) if n else 0     # bytes >= code points
         F, LOWER, *T = tables()
         _run(want, cols, data, offsets, valid, F, LOWER, tuple(T), out, maxlen)
+        missing = np.flatnonzero(np.isnan(out).any(axis=0))
+        if len(missing):
+            label = [f"{p}.{k}" for p in packs for k in names[p]]
+            raise RuntimeError(f"{', '.join(label[i] for i in missing)}: declared in "
+                               "quality_signals.SIGNALS, but the compiled kernel "
+                               "(quality_signals_fast) gave no value for some documents")
     return {p: {k: (out[:, i].astype(np.int64) if k in _INTS else out[:, i].copy())
                 for i, k in enumerate(names[p], start=int(cols[Q.PACKS.index(p)]))}
             for p in packs}

@@ -308,3 +308,14 @@ def test_bench_smoke():
     res = bench_quality_signals.run(texts[:60], quick=True)
     assert all(d["agreement"] == 1.0 for d in res["packs"].values())
     assert len(res["rows"]) == 2 * len(Q.PACKS)
+
+
+def test_a_declared_signal_no_kernel_computes_is_an_error(monkeypatch):
+    """A signal added to a pack's declaration without its compiled kernel was a column of
+    zeros (the readable version gave 6, the compiled 0, and rules read the 0)."""
+    texts = pa.array(["Lorem ipsum 1234 dolor.", None, ""], pa.string())
+    monkeypatch.setitem(Q.SIGNALS, "c4", {**Q.SIGNALS["c4"], "digit_count": len})
+    with pytest.raises(RuntimeError, match=r"c4\.digit_count: declared in"):
+        QF.measure("c4", texts)
+    monkeypatch.undo()
+    assert set(QF.measure("c4", texts)) == set(Q.SIGNALS["c4"])
