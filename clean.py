@@ -1062,6 +1062,11 @@ def check_languages(args, recipe: Recipe, known: set[str]) -> None:
         name, values = parse_clean_sweep(spec, recipe)
         unknown([name.partition("@")[2]] if "@" in name else
                 [x for v in values for x in v] if name == "languages" else [], f"--sweep {spec}")
+        key, _, lang = name.partition("@")
+        for r in recipe.rules:
+            if lang and r.key == key and r.languages and lang not in r.languages:
+                print(f"note: --sweep {spec}: {r.name} applies to {', '.join(r.languages)} "
+                      "only; those values change nothing", file=sys.stderr)
         for v in values if name == "languages" else []:
             twice(list(v), f"--sweep {spec}")
 

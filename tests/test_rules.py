@@ -127,6 +127,22 @@ def test_per_language_thresholds_and_sweeps(raw, tmp_path):
     assert bad.returncode == 2 and bad.stderr.startswith("error: --min-chars en=abc")
 
 
+def test_a_threshold_for_a_language_a_rule_skips_is_noted(raw, tmp_path):
+    """Gopher's mean word length is declared for English only: a Chinese value of it, in
+    a run or in a sweep, changes nothing, and each says so."""
+    out = tmp_path / "cleaned"
+    cp = clean(raw, out, "--rules", "gopher_quality", "--gopher-min-mean-word-length", "zh=1")
+    assert ("note: --gopher-min-mean-word-length zh=...: gopher_min_mean_word_length applies "
+            "to en only; that value changes nothing") in cp.stderr
+    cp = clean(raw, out, "--rules", "gopher_quality",
+               "--sweep", "gopher_min_mean_word_length@zh=1,2")
+    assert ("note: --sweep gopher_min_mean_word_length@zh=1,2: gopher_min_mean_word_length "
+            "applies to en only; those values change nothing") in cp.stderr
+    cp = clean(raw, out, "--rules", "gopher_quality",
+               "--sweep", "gopher_min_mean_word_length@en=1,2")
+    assert "note: --sweep" not in cp.stderr
+
+
 def test_signal_export_reads_the_kept_signals(raw, tmp_path):
     d = tmp_path / "data"
     shutil.copytree(raw, d / "raw")
