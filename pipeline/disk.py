@@ -27,6 +27,7 @@ WRITE_ERRORS = {
     errno.EROFS: "the file system is read-only",
     errno.EACCES: "permission denied",
     errno.EPERM: "operation not permitted",
+    errno.EFBIG: "file too large (a limit on file size: ulimit -f?)",
 }
 
 # a path taken by the wrong kind of entry (a file named like a folder the run writes)

@@ -53,10 +53,14 @@ def catch_stop_signals() -> None:
 
 
 def default_stop_signals() -> None:
-    """Back to the default action for SIGTERM and SIGHUP (in a forked worker)."""
+    """In a forked pool worker: the default action for SIGTERM and SIGHUP again, and
+    Ctrl-C ignored. The driver answers Ctrl-C for the whole stage (one line) and drops
+    its workers; a worker's own KeyboardInterrupt printed a traceback each, and one raised
+    while it read the task queue left the queue's lock held for the pool's shutdown."""
     for s in STOP_SIGNALS:
         if signal.getsignal(s) is _stop:
             signal.signal(s, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None = None) -> None:
@@ -81,10 +85,10 @@ def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None
         _exit(2)
     except KeyboardInterrupt as e:
         signum = getattr(e, "signum", signal.SIGINT)
-        if signum != signal.SIGINT:   # the workers were killed too, maybe holding a lock
-            pool = sys.modules.get("pipeline.local_pool")   # their pool waits on at exit
-            if pool is not None:
-                pool._abandon_pool()
+        # the workers are dropped (killed), never shut down: one may hold a queue's lock
+        pool = sys.modules.get("pipeline.local_pool")
+        if pool is not None:
+            pool._abandon_pool()
         what = ("interrupted" if signum == signal.SIGINT
                 else f"stopped by {signal.Signals(signum).name}")
         print(f"{what}: partial work is kept for resume; the previous output is untouched",

@@ -271,6 +271,9 @@ def link_or_copy(src: str | os.PathLike, dst: str | os.PathLike) -> None:
     dst = Path(dst)
     tmp = dst.with_name(dst.name + ".tmp")
     tmp.unlink(missing_ok=True)
+    if dst.exists() and os.path.samefile(src, dst):
+        return   # already there (a rename of one link onto another of the same file
+                 # does nothing, and left the .tmp link beside it)
     try:
         os.link(src, tmp)
     except OSError:

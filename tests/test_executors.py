@@ -487,3 +487,55 @@ def test_a_pool_worker_dies_of_sigterm_on_any_thread():
                         env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
                         text=True)
     assert cp.stdout.strip() == "dead", cp.stdout + cp.stderr
+
+
+POOL_WORKER_SIGNALS = """
+import signal
+from pipeline.errors import catch_stop_signals
+from pipeline import local_pool
+
+def task(_):
+    return [signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)]
+
+catch_stop_signals()
+pool = local_pool._stage_pool(2, "fork")
+got = pool.map(task, range(4))
+print(all(g == [signal.SIG_IGN, signal.SIG_DFL, signal.SIG_DFL] for g in got))
+local_pool.close_pool()
+"""
+
+
+def test_pool_workers_leave_ctrl_c_to_the_driver():
+    """A pool worker ignores Ctrl-C (the driver answers it in one line and drops the
+    workers): each worker's KeyboardInterrupt printed a traceback, and one raised while
+    the worker read the task queue held its lock, so the pool's shutdown waited forever
+    (4 Ctrl-C in 10 during train_tokenizer). SIGTERM and SIGHUP take their default action."""
+    cp = subprocess.run([sys.executable, "-c", POOL_WORKER_SIGNALS], cwd=ROOT, timeout=120,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                        text=True)
+    assert cp.stdout.strip() == "True", cp.stdout + cp.stderr
+
+
+def test_a_link_onto_its_own_file_leaves_no_tmp(tmp_path):
+    """link_or_copy where dst is already a link of src (a rerun relinking a kept file):
+    renaming one link onto another of the same file does nothing, and the .tmp link
+    stayed in the output (stray files after a resumed clean or dedup_minhash)."""
+    from pipeline.shards import link_or_copy
+
+    src = tmp_path / "a.parquet"
+    src.write_bytes(b"x" * 10)
+    dst = tmp_path / "out" / "a.parquet"
+    dst.parent.mkdir()
+    link_or_copy(src, dst)
+    link_or_copy(src, dst)
+    assert sorted(p.name for p in dst.parent.iterdir()) == ["a.parquet"]
+    assert dst.read_bytes() == src.read_bytes()
+
+
+def test_a_file_size_limit_is_a_write_error_line(tmp_path):
+    import errno
+
+    from pipeline.disk import write_error_line
+
+    line = write_error_line(OSError(errno.EFBIG, "File too large", str(tmp_path / "x.bin")))
+    assert line is not None and "file too large" in line and tmp_path.name in line
