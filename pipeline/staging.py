@@ -272,14 +272,17 @@ class StageRun:
         forget()
         return manifest
 
-    def _keep_logs(self) -> None:
-        """datatrove's task logs move to data/logs/<stage>/, out of the output itself."""
+    def _keep_logs(self) -> Path | None:
+        """datatrove's task logs move to data/logs/<stage>/, out of the output itself;
+        returns where they went (None: there were none)."""
         logs = self.staging / "_logs"
         keep_logs = (self.output if self.files_into else self.output.parent) / "logs" / self.stage
-        if logs.exists():
-            shutil.rmtree(keep_logs, ignore_errors=True)
-            keep_logs.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(logs, keep_logs)
+        if not logs.exists():
+            return None
+        shutil.rmtree(keep_logs, ignore_errors=True)
+        keep_logs.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(logs, keep_logs)
+        return keep_logs
 
     def _commit_dir(self) -> None:
         self._keep_logs()
@@ -334,8 +337,11 @@ class StageRun:
 
     def _recover(self) -> None:
         """Finish or undo a commit that a crash interrupted between its two renames."""
+        if self.files_into:
+            self._recover_files()
+            return
         old = self._old()
-        if self.files_into or not old.exists():
+        if not old.exists():
             return
         if not self.output.exists():
             if (self.staging / self.manifest_name).exists():
@@ -356,11 +362,19 @@ class StageRun:
                              f"{display_path(self.output)} is unchanged; delete it by hand and "
                              "rerun") from None
 
+    def _aside(self) -> Path:
+        """Where a files_into commit keeps the previous set until the new one is in."""
+        return self.output / f".{self.stage}.old"
+
     def _commit_files(self, files: list[dict]) -> None:
-        """Move single files into an existing folder, each with one atomic rename; the
-        manifest goes last, so a reader that trusts the manifest never sees a half set."""
+        """Move single files into an existing folder, all or none: the previous set first
+        goes aside (its manifest first), then the new set comes in (its manifest last),
+        each with one rename. A rename that fails (an immutable file, a folder where a file
+        goes) puts back what had moved, so the folder holds the previous set, whole, as
+        before; a crash between the renames is mended by the next run (_recover_files).
+        A reader that trusts the manifest never sees a half set."""
         self.output.mkdir(parents=True, exist_ok=True)
-        # first what could stop the moves halfway: a folder where a file goes, or the reverse
+        # first what is sure to stop the moves: a folder where a file goes, or the reverse
         for p in self.staging.iterdir():
             target = self.output / p.name
             if not p.name.startswith("_") and target.exists() and target.is_dir() != p.is_dir():
@@ -369,22 +383,78 @@ class StageRun:
                                  f"{'folder' if p.is_dir() else 'file'}; "
                                  f"{display_path(self.output)} is unchanged; move it away and "
                                  "rerun the same command (it resumes)")
-        self._keep_logs()
-        old_manifest = self.output / self.manifest_name
-        if old_manifest.exists():
-            old_manifest.unlink()  # the old set is incomplete from here on: say so first
-        for f in files:
-            if "/" not in f["name"]:   # a file in a folder moves with its folder, below
-                os.replace(self.staging / f["name"], self.output / f["name"])
-        for p in sorted(self.staging.iterdir()):
-            if p.name == self.manifest_name or p.name.startswith("_"):
-                continue  # the manifest goes last; _work folders go with the staging folder
-            target = self.output / p.name
-            if target.is_dir():
-                shutil.rmtree(target)
-            os.replace(p, target)
-        os.replace(self.staging / self.manifest_name, self.output / self.manifest_name)
+        logs = self._keep_logs()
+        # a file in a folder moves with its folder; _work folders stay with the staging
+        names = sorted({f["name"].split("/")[0] for f in files}
+                       | {p.name for p in self.staging.iterdir() if not p.name.startswith("_")}
+                       - {self.manifest_name})
+        names.append(self.manifest_name)                    # the new manifest goes last
+        aside = self._aside()
+        _remove_if_there(aside)
+        aside.mkdir()
+        write_json(aside / "_commit.json", {"names": names})
+        moved: list[tuple[Path, Path]] = []
+        step = None
+        try:
+            for name in [self.manifest_name] + names[:-1]:  # the old manifest goes first
+                step = self.output / name
+                if step.exists() or step.is_symlink():
+                    os.replace(step, aside / name)
+                    moved.append((step, aside / name))
+            for name in names:
+                step = self.output / name
+                os.replace(self.staging / name, step)
+                moved.append((self.staging / name, step))
+        except OSError as e:
+            for src, dst in reversed(moved):                # back where each one was
+                os.replace(dst, src)
+            if logs is not None:    # with their completion markers: the rerun resumes
+                os.replace(logs, self.staging / "_logs")
+            _remove_if_there(aside)
+            raise StageError(f"{display_path(step)}: cannot be replaced ({e.strerror or e}); "
+                             f"{display_path(self.output)} is unchanged; fix this and rerun "
+                             "the same command (it resumes)") from None
+        try:   # the new set is in place: a leftover is worth a note, not a failure
+            _remove_if_there(aside)
+        except OSError as e:
+            print(f"note: the new output is in {display_path(self.output)}, but the previous "
+                  f"one could not be deleted ({e.strerror or e}): {display_path(aside)}; "
+                  "delete it by hand (the next run tries again)", file=sys.stderr)
         shutil.rmtree(self.staging, ignore_errors=True)
+
+    def _recover_files(self) -> None:
+        """Mend a files_into commit that a crash interrupted between its renames: with the
+        new manifest in place the new set is whole and the previous one goes; without it,
+        each new entry goes back to the staging folder (the rerun resumes there) and the
+        previous set comes back whole."""
+        aside = self._aside()
+        if not aside.is_dir():
+            return
+        if (self.output / self.manifest_name).exists() and not (
+                self.staging / self.manifest_name).exists():
+            self._remove_old(aside)
+            return
+        try:
+            names = json.loads((aside / "_commit.json").read_text())["names"]
+        except (OSError, ValueError, KeyError, TypeError):
+            names = []
+        for name in names:
+            there, kept = self.output / name, aside / name
+            if (there.exists() or there.is_symlink()) and self.staging.is_dir() and not (
+                    (self.staging / name).exists() or (self.staging / name).is_symlink()):
+                os.replace(there, self.staging / name)      # a new entry, back to staging
+            if kept.exists() or kept.is_symlink():
+                _remove_if_there(there)
+                os.replace(kept, there)                     # the previous one, back
+        self._remove_old(aside)
+
+
+def _remove_if_there(path: Path) -> None:
+    """Delete a file, a folder or a link (never what a link points to), if there."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
 
 
 def add_force_arg(p) -> None:

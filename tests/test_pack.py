@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import tracemalloc
 from pathlib import Path
 
@@ -623,6 +624,40 @@ def test_a_commit_that_cannot_finish_changes_nothing(packed, sample_layout, tok_
     pack(sample_layout / "raw", out, tok_path, "--seed", "7")
     pack(sample_layout / "raw", tmp_path / "fresh", tok_path, "--seed", "7")
     for f in ("train.bin", "val.bin"):
+        assert (out / f).read_bytes() == (tmp_path / "fresh" / f).read_bytes()
+
+
+@pytest.mark.parametrize("frozen", ["train.bin", "pack_report"])
+def test_a_target_that_cannot_be_replaced_leaves_the_previous_set_whole(
+        frozen, packed, sample_layout, tok_path, tmp_path):
+    """An immutable train.bin, or an immutable pack_report folder, is only found when its
+    rename fails. The commit then puts back what had moved: the previous train.bin,
+    val.bin, report and manifest stay as they were (it used to have removed the manifest
+    and replaced some files by then, and still said "unchanged"). Once the file can be
+    replaced, the rerun resumes and gives a fresh run's bytes."""
+    out = tmp_path / "out"
+    shutil.copytree(packed, out)
+    before = snapshot(out)
+    if subprocess.run(["chattr", "+i", str(out / frozen)], capture_output=True).returncode:
+        pytest.skip("chattr +i is not permitted here")
+    try:
+        cp = pack(sample_layout / "raw", out, tok_path, "--seed", "7", check=False)
+    finally:
+        subprocess.run(["chattr", "-i", str(out / frozen)], check=True)
+    assert cp.returncode == 2 and "Traceback" not in cp.stderr, cp.stderr
+    last = cp.stderr.strip().splitlines()[-1]
+    assert last == (f"error: {out / frozen}: cannot be replaced (Operation not permitted); "
+                    f"{out} is unchanged; fix this and rerun the same command (it resumes)")
+    def output(snap):   # the logs are the runs', not output
+        return {k: v for k, v in snap.items() if not k.startswith((".", "logs/"))}
+    assert output(snapshot(out)) == output(before)
+    assert not (out / ".pack_parallel.old").exists()
+    finished = {p.name for p in out.glob(".pack_parallel.partial/_logs/encode/completions/*")}
+    assert finished, "the failed run's task markers went with its logs"
+    cp = pack(sample_layout / "raw", out, tok_path, "--seed", "7")
+    assert "resuming in" in cp.stderr
+    pack(sample_layout / "raw", tmp_path / "fresh", tok_path, "--seed", "7")
+    for f in ("train.bin", "val.bin", "pack_report/val_ids.txt"):
         assert (out / f).read_bytes() == (tmp_path / "fresh" / f).read_bytes()
 
 

@@ -189,6 +189,81 @@ def test_crash_between_the_commit_renames_is_mended(tmp_path):
     assert not old.exists() and not (out / "_run.json").exists()
 
 
+def _files_run(out: Path, version: int) -> tuple[StageRun, list[dict]]:
+    """A stage that writes files into a folder, as pack writes train.bin, val.bin and
+    pack_report/ into data/: version decides their bytes."""
+    from pipeline.shards import file_record
+
+    run = StageRun("files", out, {"v": version}, files_into=True, manifest_name="m.json")
+    (run.staging / "rep").mkdir(exist_ok=True)
+    for name in ("a.bin", "b.bin", "rep/x.txt"):
+        (run.staging / name).write_text(f"{name} of run {version}\n")
+    return run, [file_record(run.staging / n, name=n) for n in ("a.bin", "b.bin", "rep/x.txt")]
+
+
+def _files_now(out: Path) -> dict[str, str]:
+    return {n: (out / n).read_text() for n in ("a.bin", "b.bin", "rep/x.txt")
+            if (out / n).exists()}
+
+
+def test_a_crash_at_any_rename_of_a_files_commit_is_mended(tmp_path, monkeypatch):
+    """Files committed into a folder (pack's train.bin, val.bin, pack_report/) are all or
+    none: a crash at any rename of the commit leaves, once the next run has started, the
+    previous set whole with its manifest and the new one whole in the staging folder (the
+    rerun resumes and commits it), or the new set whole with its manifest."""
+    import os
+    from pipeline.manifest import read_manifest as read
+    from pipeline.shards import file_record
+
+    real = {"replace": os.replace, "rmtree": shutil.rmtree}
+    crashed_at, mended = [], set()
+    for n in range(100):
+        out = tmp_path / f"d{n}"
+        run, recs = _files_run(out, 1)
+        run.commit(recs, {"rows": 3})
+        old = read(out / "m.json")
+        run, recs = _files_run(out, 2)
+        calls = [0]
+
+        def crashing(fn):
+            def call(*a, **k):
+                calls[0] += 1
+                if calls[0] > n:
+                    raise KeyboardInterrupt   # the process dies here: nothing is undone
+                return fn(*a, **k)
+            return call
+
+        monkeypatch.setattr(os, "replace", crashing(real["replace"]))
+        monkeypatch.setattr(shutil, "rmtree", crashing(real["rmtree"]))
+        try:
+            run.commit(recs, {"rows": 3})
+            finished = True
+        except KeyboardInterrupt:
+            finished = False
+        finally:
+            monkeypatch.setattr(os, "replace", real["replace"])
+            monkeypatch.setattr(shutil, "rmtree", real["rmtree"])
+        if finished:
+            break
+        crashed_at.append(n)
+        # the rerun: _recover_files mends it first
+        again = StageRun("files", out, {"v": 2}, files_into=True, manifest_name="m.json")
+        now = read(out / "m.json")
+        assert not (out / ".files.old").exists()
+        mended.add("previous" if now == old else "new")
+        if now == old:
+            assert _files_now(out) == {k: f"{k} of run 1\n" for k in ("a.bin", "b.bin", "rep/x.txt")}
+            assert again.resumed and _files_now(again.staging) == {
+                k: f"{k} of run 2\n" for k in ("a.bin", "b.bin", "rep/x.txt")}
+            again.commit([file_record(again.staging / k, name=k)
+                          for k in ("a.bin", "b.bin", "rep/x.txt")], {"rows": 3})
+            assert not (out / ".files.partial").exists()
+        assert _files_now(out) == {k: f"{k} of run 2\n" for k in ("a.bin", "b.bin", "rep/x.txt")}
+        assert read(out / "m.json")["config"] == {"v": 2} and not (out / ".files.old").exists()
+    # 4 renames aside, 4 in, then the previous set deleted
+    assert finished and len(crashed_at) >= 9 and mended == {"previous", "new"}, crashed_at
+
+
 def test_unbalanced_counts_are_never_committed(tmp_path):
     raw = _raw(tmp_path, 5)
     out = tmp_path / "data" / "cleaned"
