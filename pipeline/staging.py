@@ -13,6 +13,7 @@ into place with renames, so the final name only ever holds a complete output.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -280,6 +281,10 @@ class StageRun:
         if not logs.exists():
             return None
         shutil.rmtree(keep_logs, ignore_errors=True)
+        if keep_logs.parent.exists() and not keep_logs.parent.is_dir():
+            # mkdir would say "File exists", which the stage's one line does not know
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR),
+                                     str(keep_logs.parent))
         keep_logs.parent.mkdir(parents=True, exist_ok=True)
         os.replace(logs, keep_logs)
         return keep_logs

@@ -561,3 +561,27 @@ def test_an_input_caught_between_its_commit_renames_names_the_stage_to_rerun(sam
     assert str(d / ".cleaned.old") in line, line
     run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--workers", "1")
     assert (d / "cleaned" / "manifest.json").exists() and not (d / ".cleaned.old").exists()
+
+
+def test_a_file_standing_at_data_logs_is_one_line_and_the_rerun_resumes(layout_copy):
+    """A file where the stages keep their task logs (data/logs): the commit stops with
+    the one line naming it (it was a FileExistsError traceback from mkdir), the previous
+    output untouched, and once it is moved away the rerun resumes."""
+    d = layout_copy
+    out = d / "cleaned"
+    run_script("clean.py", "--input", d / "raw", "--output", out, "--workers", "2")
+    before = snapshot(out)
+    shutil.rmtree(d / "logs")
+    (d / "logs").write_text("in the way\n")
+    cp = run_script("clean.py", "--input", d / "raw", "--output", out, "--workers", "2",
+                    "--min-chars", "300", check=False)
+    assert cp.returncode == 2 and "Traceback" not in cp.stderr, cp.stderr
+    assert cp.stderr.strip().splitlines()[-1] == (
+        f"error: {d / 'logs'}: a file stands where a folder is expected; {out} is "
+        "unchanged; fix this and rerun the same command (finished tasks are kept)")
+    assert snapshot(out) == before
+    (d / "logs").unlink()
+    cp = run_script("clean.py", "--input", d / "raw", "--output", out, "--workers", "2",
+                    "--min-chars", "300")
+    assert "resuming in" in cp.stderr
+    assert (d / "logs" / "clean").is_dir()
