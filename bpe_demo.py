@@ -24,7 +24,7 @@ import argparse
 import re
 from pathlib import Path
 
-from pipeline.errors import StageError, run_stage
+from pipeline.errors import ArgumentParser, StageError, run_stage
 
 END = "</w>"
 TUTORIAL_CORPUS = "low:5 lower:2 newest:6 widest:3"
@@ -113,7 +113,7 @@ def run(corpus: Corpus, merges: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--merges", type=int, default=5, help="how many merges to run (default 5)")
     p.add_argument("--corpus", default=TUTORIAL_CORPUS,

@@ -78,7 +78,7 @@ from algorithms.langid import LazyLid, check_lid, default_lid_model, load_lid
 from pipeline import kept_store, layout
 from pipeline.arrays import from_numpy, strings
 from pipeline.disk import check_out_path
-from pipeline.errors import StageError, run_stage
+from pipeline.errors import ArgumentParser, StageError, run_stage
 from pipeline.progress import task_progress
 from pipeline.shards import ShardWriter, file_record, link_or_copy, open_shard, write_table
 from pipeline.stage import Output, Run, Stage, unit_bytes_on_disk
@@ -930,9 +930,7 @@ def parse_threshold(rule, text: str):
 def rules_in(argv: list[str] | None) -> list[str]:
     """The --rules value(s) on the command line, before the full parse (the flags of the
     chosen rules depend on it)."""
-    import argparse
-
-    p = argparse.ArgumentParser(add_help=False)
+    p = ArgumentParser(add_help=False)
     p.add_argument("--rules", default="tutorial")
     got, _ = p.parse_known_args(sys.argv[1:] if argv is None else argv)
     return [x.strip() for x in got.rules.split(",") if x.strip()]

@@ -42,7 +42,7 @@ import pyarrow as pa
 
 from pipeline import layout
 from pipeline.disk import check_out_path
-from pipeline.errors import StageError, run_stage
+from pipeline.errors import ArgumentParser, StageError, run_stage
 from pipeline.tables import markdown_table, save_report, table
 from pipeline.shards import open_shard
 from algorithms.tokenizer_file import load_tokenizer, ordinary_tokenizer
@@ -285,7 +285,7 @@ def tokenizer_fingerprint(folder: Path) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tokenizer", default=str(layout.TOKENIZER_DIR),
                    help="the self-trained tokenizer: its folder or tokenizer.json "

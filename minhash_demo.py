@@ -31,7 +31,7 @@ import numpy as np
 
 from pipeline import layout
 from pipeline.disk import check_out_path
-from pipeline.errors import StageError, run_stage
+from pipeline.errors import ArgumentParser, StageError, run_stage
 from pipeline.tables import table
 from algorithms.minhash import MinHasher, band_hashes, candidate_probability, similarity
 
@@ -168,7 +168,7 @@ def plot_s_curve(path: Path, threshold: float, emp_rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=str(layout.DATA / "figures" / "s_curve.png"),
                    help="where to save the S-curve PNG (default data/figures/s_curve.png)")

@@ -56,7 +56,7 @@ from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from pipeline import layout
 from pipeline.disk import check_report_path
-from pipeline.errors import StageError, run_stage
+from pipeline.errors import ArgumentParser, StageError, run_stage
 from pipeline.manifest import check_input, display_path, read_manifest, source_name
 from pipeline.tables import human_bytes, window_text
 
@@ -1725,7 +1725,7 @@ def build_page(data: Path) -> tuple[str, dict]:
 # --------------------------------------------------------------------------------------
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", "--input", dest="data_dir", default=str(layout.DATA),
                    help="the data folder it reports on (default: data)")

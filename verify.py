@@ -42,7 +42,7 @@ import xxhash
 from pipeline import layout
 from pipeline.arrays import strings
 from pipeline.disk import check_report_path
-from pipeline.errors import StageError, run_stage
+from pipeline.errors import ArgumentParser, StageError, run_stage
 from pipeline.executors import add_executor_args, check_executor
 from pipeline.local_pool import start_pool_early
 from pipeline.lock import FolderLock
@@ -878,7 +878,7 @@ def manifest_fingerprints(data: Path) -> dict[str, str]:
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", "--input", dest="data_dir", default=str(layout.DATA),
                    help="the data folder it checks (default: data)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import gc
 import os
 import signal
@@ -16,6 +17,15 @@ class StageError(Exception):
     Raised with a one-line message that names the file or value at fault. The stage
     wrapper prints it (no traceback) and exits with status 2.
     """
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line, as every other error of a stage is:
+    the flag and the value at fault, and where the flags are listed. argparse's own
+    printed the whole usage first (15 lines for a stage) and the error after it."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} ({self.prog} --help lists the flags)\n")
 
 
 class Stopped(KeyboardInterrupt):

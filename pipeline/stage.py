@@ -41,7 +41,7 @@ from typing import Callable
 
 from . import collector, layout
 from .disk import check_out_path, register
-from .errors import StageError
+from .errors import ArgumentParser, StageError
 from .executors import add_executor_args, check_executor
 from .local_pool import start_pool_early
 from .lock import FolderLock
@@ -203,7 +203,7 @@ class Stage:
 
     # -- 1. flags ---------------------------------------------------------------------
     def parser(self, argv: list[str] | None = None) -> argparse.ArgumentParser:
-        p = argparse.ArgumentParser(description=self.doc.split("\n\n")[0],
+        p = ArgumentParser(description=self.doc.split("\n\n")[0],
                                     formatter_class=argparse.RawDescriptionHelpFormatter,
                                     epilog=self.doc.split("\n\n", 1)[1] if "\n\n" in self.doc
                                     else None)

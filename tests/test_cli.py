@@ -31,6 +31,18 @@ def test_other_scripts_answer_help(script):
     assert "usage:" in run_script(script, "--help").stdout
 
 
+@pytest.mark.parametrize("script", STAGES + OTHERS[:-1] + ["report.py"])
+def test_a_bad_flag_is_one_line(script):
+    """A flag argparse refuses is one line naming it, as any other bad input is (argparse
+    printed the whole usage first: 15 lines for a stage)."""
+    bad = ("--workers", "abc") if script in STAGES else ("--no-such-flag",)
+    cp = run_script(script, *bad, check=False)
+    assert cp.returncode == 2 and cp.stdout == ""
+    why = "argument --workers: invalid int value: 'abc'" if script in STAGES else \
+        "unrecognized arguments: --no-such-flag"
+    assert cp.stderr == f"error: {why} ({script} --help lists the flags)\n"
+
+
 def test_verify_checks_a_whole_layout_flag():
     out = run_script("verify.py", "--help").stdout
     assert "--data-dir DATA_DIR, --input" in out and "--report REPORT, --output" in out
