@@ -70,7 +70,7 @@ from pipeline import layout
 from pipeline.arrays import from_numpy
 from pipeline.errors import StageError, run_stage
 from pipeline.filter_phase import Picked, filter_phase
-from pipeline.work_files import WORK, save_npy
+from pipeline.work_files import WORK, mapped_npy, save_npy
 from pipeline import kept_store
 from pipeline.kept_store import (keep_whole, load_array, load_whole, read_verified, side_store,
                                  write_index)
@@ -130,7 +130,7 @@ def compute_signatures(unit: Unit, mh: minhash.MinHasher, sig_path: Path) -> tup
     """Sign every document of a unit into sig_path (rows x k uint32), batch by batch.
     Returns (text bytes, texts shorter than one shingle)."""
     tmp = sig_path.with_name(sig_path.name.replace(".npy", ".tmp.npy"))
-    sig = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint32, shape=(unit.rows, mh.k))
+    sig = mapped_npy(tmp, np.uint32, (unit.rows, mh.k))   # ENOSPC here, not SIGBUS later
     start = nbytes = short = 0
     prog = task_progress()
     for batch in read_unit(unit, columns=["text"], batch_rows=BATCH_ROWS):

@@ -283,6 +283,7 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
     from pipeline.kept_bands import band_rows
     from pipeline.progress import task_progress
     from pipeline.units import Unit, read_unit
+    from pipeline.work_files import mapped_npy
 
     unit, w = Unit(**units[rank]), Path(work)
     kept_band = band_rows(band_sources[rank], unit.row_start, unit.rows)
@@ -292,8 +293,7 @@ def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids:
         (w / d).mkdir(parents=True, exist_ok=True)
     val = read_val_ids(Path(val_ids))
     mh = minhash.MinHasher(num_perm, ngram, seed)
-    band = np.lib.format.open_memmap(w / "band" / f"{rank:05d}.tmp.npy", mode="w+",
-                                     dtype=np.uint64, shape=(bands, unit.rows))
+    band = mapped_npy(w / "band" / f"{rank:05d}.tmp.npy", np.uint64, (bands, unit.rows))
     train = np.zeros(unit.rows, bool)
     vals, sample, start, docs = [], [], 0, 0
     for b in read_unit(unit, columns=["id", "text"], batch_rows=2048):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import signal
 import sys
 from pathlib import Path
 
@@ -152,12 +153,26 @@ def _results_or_dead_worker(pool, results, poll: float = 0.5) -> list:
             if dead:
                 code = dead[0].exitcode
                 _abandon_pool()
-                how = (f"was killed by signal {-code}" + (" (SIGKILL: the out-of-memory killer?)"
-                                                          if code == -9 else "")
-                       if code < 0 else f"exited with status {code}")
-                raise StageError(f"a worker process (pid {dead[0].pid}) {how} while running "
-                                 "tasks; if memory ran out, rerun with fewer --workers or a "
-                                 "smaller --task-mb")
+                raise StageError(f"a worker process (pid {dead[0].pid}) {_death(code)}")
+
+
+# what a worker's death by a signal most likely means, and what to do
+_SIGBUS_HINT = ("(SIGBUS) while running tasks: a write through a memory-mapped file found "
+                "the disk full, or a file it had mapped was truncated or changed by another "
+                "process (or shared memory, /dev/shm, ran out); check the free space where "
+                "the output is written and that nothing else writes the input, then rerun")
+_MEMORY_HINT = ("while running tasks; if memory ran out, rerun with fewer --workers or a "
+                "smaller --task-mb")
+
+
+def _death(code: int) -> str:
+    """How a worker that exited with `code` (minus the signal that killed it) ended."""
+    if code >= 0:
+        return f"exited with status {code} {_MEMORY_HINT}"
+    if code == -signal.SIGBUS:
+        return f"was killed by signal {-code} {_SIGBUS_HINT}"
+    oom = " (SIGKILL: the out-of-memory killer?)" if code == -9 else ""
+    return f"was killed by signal {-code}{oom} {_MEMORY_HINT}"
 
 
 def start_pool_early(args: argparse.Namespace, compiled: bool = False) -> None:

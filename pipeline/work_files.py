@@ -5,6 +5,9 @@ folder's _work/ is never published (pipeline.staging)."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import math
 import os
 from pathlib import Path
 
@@ -21,6 +24,47 @@ def save_npy(path: str | os.PathLike, arr: np.ndarray) -> None:
     tmp = path.with_name(path.name + ".tmp.npy")
     np.save(tmp, arr)
     os.replace(tmp, path)
+
+
+def mapped_npy(path: str | os.PathLike, dtype, shape: tuple[int, ...]) -> np.memmap:
+    """A new .npy file at `path` (replaced if it exists) of `shape` and `dtype`, mapped
+    for writing, with its blocks reserved before it is mapped (posix_fallocate).
+
+    A write through a map to a page whose block was never allocated (a file only
+    extended, as np.lib.format.open_memmap(mode="w+") leaves it) kills the process with
+    SIGBUS when the file system has no block left. The reservation raises OSError ENOSPC
+    (naming `path`, which is removed) at once instead, and the stage prints its one line
+    (pipeline.disk). On a file system that cannot reserve (EOPNOTSUPP, EINVAL) the file is
+    left sparse, as before. The header is the one np.save writes, so the bytes are the same."""
+    path = Path(path)
+    dtype = np.dtype(dtype)
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+              "shape": tuple(int(n) for n in shape)}
+    try:
+        with open(path, "wb") as f:
+            try:
+                np.lib.format.write_array_header_1_0(f, header)
+            except ValueError:   # a header over 64 KB: format 2.0, as np.save would choose
+                f.seek(0)
+                f.truncate()
+                np.lib.format.write_array_header_2_0(f, header)
+            f.flush()
+            size = f.tell() + dtype.itemsize * math.prod(header["shape"])
+            try:
+                os.posix_fallocate(f.fileno(), 0, size)
+            except AttributeError:   # no posix_fallocate on this platform
+                f.truncate(size)
+            except OSError as e:
+                if e.errno not in (errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS):
+                    raise
+                f.truncate(size)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+        if e.filename is None:
+            raise OSError(e.errno, e.strerror, str(path)) from None
+        raise
+    return np.lib.format.open_memmap(path, mode="r+")
 
 
 def save_arrow(path: Path, table: pa.Table) -> None:

@@ -243,6 +243,96 @@ def test_a_read_only_output_is_one_line(sample_layout, small_fs):
     assert snapshot(d / "dx") == before
 
 
+MAP_A_FILE = """
+import errno, sys
+import numpy as np
+from pipeline.work_files import mapped_npy
+path, rows = sys.argv[1], int(sys.argv[2])
+try:
+    a = mapped_npy(path, np.uint32, (rows, 1024))
+except OSError as e:
+    print(errno.errorcode[e.errno], e.filename)
+    sys.exit(0)
+a[:] = 7                     # every page written through the map
+a.flush()
+print("written")
+"""
+
+
+@pytest.mark.parametrize("case", ["larger than the disk", "disk already full", "fits"])
+def test_a_file_written_through_a_map_is_enospc_not_sigbus(small_fs, tmp_path, case):
+    """A .npy written through a memory map (pipeline.work_files.mapped_npy) has its blocks
+    reserved before it is mapped: on a full file system that is OSError ENOSPC naming the
+    file (removed), not a SIGBUS at the first page written (np.lib.format.open_memmap's
+    file is only extended, its blocks are allocated page by page as they are written)."""
+    script = tmp_path / "map_a_file.py"
+    script.write_text(MAP_A_FILE)
+    target = small_fs / "sig.tmp.npy"
+    rows = 16_000 if case == "larger than the disk" else 1_000   # 64 MB, 4 MB (of 32)
+    if case == "disk already full":
+        _fill(small_fs, 0)
+    cp = subprocess.run([sys.executable, str(script), str(target), str(rows)], cwd=ROOT,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                        text=True, timeout=120)
+    assert cp.returncode == 0, f"exited {cp.returncode} (-7 is SIGBUS): {cp.stderr[-2000:]}"
+    if case == "fits":
+        assert cp.stdout.split() == ["written"]
+        import numpy as np
+
+        a = np.load(target)
+        assert a.shape == (rows, 1024) and a.dtype == np.uint32 and (a == 7).all()
+    else:
+        assert cp.stdout.split() == ["ENOSPC", str(target)], cp.stdout
+        assert not target.exists()
+
+
+def test_a_file_system_that_cannot_reserve_maps_the_file_as_before(tmp_path, monkeypatch):
+    import errno
+
+    import numpy as np
+
+    from pipeline.work_files import mapped_npy
+
+    def unsupported(fd, offset, length):
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+
+    monkeypatch.setattr(os, "posix_fallocate", unsupported)
+    a = mapped_npy(tmp_path / "a.npy", np.uint64, (3, 5))
+    a[:] = np.arange(15).reshape(3, 5)
+    a.flush()
+    del a
+    b = tmp_path / "b.npy"
+    np.save(b, np.arange(15, dtype=np.uint64).reshape(3, 5))
+    assert (tmp_path / "a.npy").read_bytes() == b.read_bytes()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_full_disk_under_minhash_signatures_is_one_line_not_a_signal(sample_layout, small_fs,
+                                                                       tmp_path, workers):
+    """dedup_minhash.py writes each task's signatures through a memory map: with the disk
+    full there it stopped by SIGBUS (the stage itself with one worker, a 'worker killed by
+    signal 7 ... if memory ran out' with more) instead of the one write-error line."""
+    d = small_fs / "data"
+    shutil.copytree(sample_layout / "raw", d / "raw")
+    out = d / "dedup"
+    run_script("dedup_minhash.py", "--input", d / "raw", "--output", out, "--workers", 2)
+    before = snapshot(out)
+    ballast = _fill(small_fs, 100_000)      # less than one task's signatures (200 KB)
+    again = ["--input", d / "raw", "--output", out, "--seed", 7, "--workers", workers]
+    cp = run_script("dedup_minhash.py", *again, check=False)
+    assert "signal" not in cp.stderr and cp.returncode != -signal.SIGBUS, cp.stderr
+    line = _one_error_line(cp)
+    assert f"cannot write {small_fs}" in line and "no space left on the device" in line, line
+    assert "is unchanged" in line
+    assert snapshot(out) == before
+    ballast.unlink()
+    run_script("dedup_minhash.py", *again)                      # resumes, completes
+    fresh = tmp_path / "fresh"
+    run_script("dedup_minhash.py", "--input", d / "raw", "--output", fresh, "--seed", 7,
+               "--workers", 2)
+    assert _data_files(out) == _data_files(fresh)
+
+
 @pytest.fixture
 def open_tmp():
     """A temporary folder another user can reach (pytest's own are under a 0700 folder
