@@ -4,7 +4,9 @@
     python verify.py --data-dir /big/data --windows 20
 
 Each of the ten items prints PASS or FAIL with its figures; the report is also written
-as Markdown; the exit status is 1 if any item fails (2 for bad arguments). A FAIL names
+as Markdown; the exit status is 1 if any item fails, 2 for bad arguments or when verify.py
+cannot write its own files (its work folder, the report: a full disk, a size limit, a
+read-only folder), which is one line and keeps the previous report. A FAIL names
 its likely cause and the stage to rerun, as the table in section 7 does:
 
    1  train.bin / val.bin exist, size = 2 bytes x manifest tokens, and the token count is
@@ -29,6 +31,8 @@ A check whose stage has not run yet fails with the stage to run.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
 import shutil
@@ -41,10 +45,11 @@ import xxhash
 
 from pipeline import layout
 from pipeline.arrays import strings
-from pipeline.disk import check_report_path
+from pipeline.disk import (IN_THE_WAY, WRITE_ERRORS, check_out_path, check_report_path,
+                           free_bytes)
 from pipeline.errors import ArgumentParser, StageError, run_stage
 from pipeline.executors import add_executor_args, check_executor
-from pipeline.local_pool import start_pool_early
+from pipeline.local_pool import abandon_pool, start_pool_early
 from pipeline.lock import FolderLock
 from pipeline.manifest import (MANIFEST, check_input, display_path, read_manifest, source_name,
                                upstream_path, write_json)
@@ -347,11 +352,17 @@ def scan_corpus(ctx: Context) -> dict:
     every = sample_every(int(c.get("docs_out", 0)), int(c.get("bytes_out", 0)))
     mh = minhash_config(ctx)
     sources, band_note = output_band_sources(ctx.input_dir, mh, SIGNATURE_VERSION)
-    ctx.phases["scan"] = run_tasks(
-        scan_unit, len(units), ctx.args, work / "_logs", "verify",
-        total_docs=sum(u.rows for u in units), total_bytes=sum(u.text_bytes for u in units),
-        units=[u.to_dict() for u in units], work=str(work), val_ids=str(ids_file),
-        every=every, **mh, band_sources=[sources.get(Path(u.shard).name) for u in units])
+    try:
+        ctx.phases["scan"] = run_tasks(
+            scan_unit, len(units), ctx.args, work / "_logs", "verify",
+            total_docs=sum(u.rows for u in units), total_bytes=sum(u.text_bytes for u in units),
+            units=[u.to_dict() for u in units], work=str(work), val_ids=str(ids_file),
+            every=every, **mh, band_sources=[sources.get(Path(u.shard).name) for u in units])
+    except BaseException:
+        # a task failed: the pool's other workers would go on writing into the work folder
+        # after the run (or the next item's scan) has emptied it, so they are stopped first
+        abandon_pool()
+        raise
     res = load_task_results(work, "scan", len(units))
     val = {}
     for r in range(len(units)):
@@ -817,8 +828,47 @@ TITLES = {1: "train.bin / val.bin sizes", 2: "decoded windows", 3: "tokenizer ro
           8: "val not in train", 9: "smoke run", 10: "nothing lost"}
 
 
+# what only a write gets: whichever file it names, verify.py's own output failed, not the data
+WRITE_ONLY = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+
+
+def own_write_failed(e: BaseException, ctx: Context) -> bool:
+    """Whether `e` is a write of verify.py's own that failed (its work folder SCAN, where the
+    scan of items 1, 7 and 8 puts band hashes, samples and logs), not a check that could
+    not read its input. A full disk, a quota, a size limit or a read-only file system
+    happen only to a write; another error (no permission, a file in the way) is its own
+    only when it names a path in the work folder: the same error on an input is a FAIL."""
+    if not isinstance(e, OSError):
+        return False
+    if e.errno in WRITE_ONLY:
+        return True
+    work = (ctx.data / SCAN).absolute()
+    names = [Path(os.fsdecode(f)).absolute() for f in (e.filename, e.filename2)
+             if isinstance(f, (str, bytes, os.PathLike))]
+    return any(f == work or work in f.parents for f in names)
+
+
+def write_failed(e: OSError, path: Path, report: Path) -> StageError:
+    """The one line for a write of verify.py's own that failed: the path, why, and that the
+    previous report is kept. A StageError, so exit 2 as every stage's write errors: exit 1
+    says a check FAILed, which a full disk says nothing about."""
+    why = WRITE_ERRORS.get(e.errno) or IN_THE_WAY.get(e.errno) or e.strerror or str(e)
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        with contextlib.suppress(OSError):
+            why += f" ({human_bytes(free_bytes(path.parent))} free)"
+    kept = (f"the previous report {display_path(report)} is unchanged" if report.is_file()
+            else "no report was written")
+    return StageError(f"cannot write {display_path(path)}: {why}; {kept}")
+
+
+def report_path(ctx: Context) -> Path:
+    return Path(ctx.args.report) if ctx.args.report else ctx.data / REPORT_NAME
+
+
 def run_check(fn, num: int, ctx: Context) -> Item:
-    """Run one item; a missing prerequisite is a FAIL that names the stage to run."""
+    """Run one item; a missing prerequisite is a FAIL that names the stage to run. A write
+    of verify.py's own that fails stops the run instead (write_failed): the checklist
+    cannot be finished, and FAILs would blame the data and replace a good report."""
     try:
         return fn(ctx)
     except (Missing, StageError) as e:
@@ -826,6 +876,11 @@ def run_check(fn, num: int, ctx: Context) -> Item:
         it.fail(str(e), f"a prerequisite is missing: {str(e).split(': ')[-1]}")
         return it
     except Exception as e:  # a broken input must not hide the other nine items
+        if own_write_failed(e, ctx):
+            where = ctx.data / SCAN   # a worker's write names no file
+            if isinstance(e.filename, (str, bytes)):
+                where = Path(os.fsdecode(e.filename))
+            raise write_failed(e, where, report_path(ctx)) from None
         it = Item(num, TITLES[num])
         it.fail(f"{type(e).__name__}: {e}", "unexpected input; see the message")
         return it
@@ -863,6 +918,29 @@ def render_markdown(items: list[Item], data_dir: Path) -> str:
             md += ["", "```", d, "```"]
         md.append("")
     return "\n".join(md)
+
+
+def write_report(report: Path, markdown: str, data: dict) -> None:
+    """Write the report (Markdown) and its .json, both whole under temporary names before
+    either is renamed over the previous one: a write that fails (a full disk, a size
+    limit, a read-only folder) leaves the previous pair as it was, without temporary
+    files, and stops with one line (write_failed) instead of a traceback."""
+    js = report.with_suffix(".json")
+    md_tmp, js_tmp = report.with_name(report.name + ".tmp"), js.with_name(js.name + ".new")
+    where = report
+    try:
+        md_tmp.write_text(markdown, encoding="utf-8")
+        where = js
+        write_json(js_tmp, data)
+        where = report
+        os.replace(md_tmp, report)
+        where = js
+        os.replace(js_tmp, js)
+    except OSError as e:
+        for tmp in (md_tmp, js_tmp, js_tmp.with_name(js_tmp.name + ".tmp")):  # and write_json's
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        raise write_failed(e, where, report) from None
 
 
 def manifest_fingerprints(data: Path) -> dict[str, str]:
@@ -927,6 +1005,7 @@ def parse_args(argv):
         if not (0 <= v < float("inf") and (hi is None or v <= hi)):   # NaN fails both
             raise StageError(f"{flag} {v}: must be " + (f"between 0 and {hi}" if hi else ">= 0"))
     if a.report is not None:   # a .md, and the .json beside it: neither may be another file
+        check_out_path("--output", a.report, folder=False)   # nor a file where a folder goes
         check_report_path(Path(a.report), "--output", ".md", REPORT_HEAD)
         check_report_path(Path(a.report).with_suffix(".json"), "--output (its .json)", ".json",
                           '"items"')
@@ -975,12 +1054,9 @@ def main(argv: list[str] | None = None) -> int:
         for lock in locks:
             lock.release()
     print(render_terminal(items))
-    report = Path(args.report) if args.report else ctx.data / REPORT_NAME
-    tmp = report.with_name(report.name + ".tmp")
-    tmp.write_text(render_markdown(items, ctx.data) + "\n", encoding="utf-8")
-    os.replace(tmp, report)
-    # the same items as data, for report.py's page (and anyone's script)
-    write_json(report.with_suffix(".json"), {
+    report = report_path(ctx)
+    # the same items as data beside the Markdown, for report.py's page (and anyone's script)
+    write_report(report, render_markdown(items, ctx.data) + "\n", {
         "data_dir": display_path(ctx.data), "passed": sum(it.ok for it in items),
         "items": [{"num": it.num, "title": it.title, "ok": it.ok, "figures": it.figures,
                    "details": it.details, "cause": it.cause, **it.data} for it in items],

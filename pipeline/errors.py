@@ -98,7 +98,7 @@ def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None
         # the workers are dropped (killed), never shut down: one may hold a queue's lock
         pool = sys.modules.get("pipeline.local_pool")
         if pool is not None:
-            pool._abandon_pool()
+            pool.abandon_pool()
         what = ("interrupted" if signum == signal.SIGINT
                 else f"stopped by {signal.Signals(signum).name}")
         print(f"{what}: partial work is kept for resume; the previous output is untouched",

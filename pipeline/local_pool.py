@@ -36,7 +36,7 @@ def _stage_pool(workers: int, start_method: str):
 
     dead = _dead(_POOL.get("procs", []))
     if _POOL.get("workers") != workers or dead:
-        _abandon_pool() if dead else close_pool()
+        abandon_pool() if dead else close_pool()
         # each worker takes SIGTERM's and SIGHUP's default action again: the driver's
         # handler, inherited through the fork, only runs on a process's main thread, and a
         # worker waiting for a task there never sees one delivered to its other threads
@@ -52,7 +52,7 @@ def _dead(procs: list) -> list:
     return [p for p in procs if p.exitcode is not None]
 
 
-def _abandon_pool() -> None:
+def abandon_pool() -> None:
     """Stop the stage's pool after one of its workers died, without Pool.terminate().
 
     A worker killed while it waited for a task held the task queue's read lock (one
@@ -152,7 +152,7 @@ def _results_or_dead_worker(pool, results, poll: float = 0.5) -> list:
             dead = _dead(workers)
             if dead:
                 code = dead[0].exitcode
-                _abandon_pool()
+                abandon_pool()
                 raise StageError(f"a worker process (pid {dead[0].pid}) {_death(code)}")
 
 

@@ -483,7 +483,7 @@ for _ in range(100):
     if local_pool._dead(local_pool._POOL["procs"]):
         break
 print("dead" if local_pool._dead(local_pool._POOL["procs"]) else "alive")
-local_pool._abandon_pool()
+local_pool.abandon_pool()
 """
 
 

@@ -317,6 +317,61 @@ def test_two_verify_runs_at_once_do_not_share_a_work_folder(broken, tmp_path):
     assert cp.returncode == 0, cp.stdout + cp.stderr
 
 
+def _verify_under_file_size_limit(data: Path, report: Path, limit: int, *extra):
+    """verify.py as run_verify runs it, under `ulimit -f`: a write past `limit` bytes fails
+    with EFBIG, in the driver and in the workers it starts (a full disk, on every machine)."""
+    import os
+    import resource
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    def limit_file_size():
+        hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+
+    return subprocess.run([sys.executable, str(ROOT / "verify.py"), "--input", str(data),
+                           "--output", str(report), *map(str, extra)], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                          text=True, timeout=600, preexec_fn=limit_file_size)
+
+
+def test_its_own_failed_writes_are_one_line_and_keep_the_previous_report(broken, tmp_path):
+    """A write of verify.py's own that fails is no FAIL of the data: one line naming the path
+    and why, exit 2, and the previous report as it was. The scan's work folder failing
+    gave FAILs of items 1, 7 and 8, exit 1 and a report of them over the good one; the
+    .json failing left a new .md beside the old .json and a line that named no file."""
+    cp, report = run_verify(broken, tmp_path)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-2000:]
+
+    def files():
+        return {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+
+    before = files()
+    assert set(before) == {"report.md", "report.json"}
+    # the scan's files (band hashes, samples: 40-70 KB each on the sample) pass 30 KB
+    cp = _verify_under_file_size_limit(broken, report, 30_000)
+    err = cp.stderr.strip()
+    assert cp.returncode == 2 and "[FAIL]" not in cp.stdout, cp.stdout[-2000:] + cp.stderr
+    assert err.startswith("error: cannot write ") and "\n" not in err, err
+    assert ".verify.partial: file too large" in err and "report.md is unchanged" in err, err
+    assert files() == before and not (broken / ".verify.partial").exists()
+    # 100 windows: the scan and the .md (~66 KB) fit in 100 KB, the .json (~130 KB) does not
+    cp = _verify_under_file_size_limit(broken, report, 100_000, "--windows", "100")
+    err = cp.stderr.strip()
+    assert cp.returncode == 2 and "10 of 10 items PASS" in cp.stdout, cp.stdout[-2000:] + err
+    assert err.startswith("error: cannot write ") and "\n" not in err, err
+    assert "report.json: file too large" in err and "report.md is unchanged" in err, err
+    assert files() == before   # neither replaced, no temporary file left
+    # a file where the report's folder goes: one line before any check (was a traceback)
+    (tmp_path / "taken").write_text("not a folder")
+    cp, _ = run_verify(broken, tmp_path / "taken")
+    assert cp.returncode == 2 and "Traceback" not in cp.stderr, cp.stderr[-2000:]
+    assert cp.stderr.strip() == f"error: --output {tmp_path / 'taken' / 'report.md'}: " \
+                                f"{tmp_path / 'taken'} is a file, not a folder"
+
+
 def test_a_retrained_tokenizer_makes_pack_stale_and_item_9_says_so(broken, tmp_path):
     """The tokenizer is one of pack's inputs: retraining it prints that pack's output is
     now stale (it printed nothing: only the main input was looked at), and item 9's
