@@ -91,14 +91,6 @@ def staging_path(output: Path, stage: str, files_into: bool) -> Path:
     return output.parent / f".{output.name}.partial"
 
 
-def _remove(path: Path) -> None:
-    """Delete a folder, or the link that stands for one (never what the link points to)."""
-    if path.is_symlink():
-        path.unlink()
-    else:
-        shutil.rmtree(path)
-
-
 class StageRun:
     """One run of one stage, writing a directory (or, with `files_into`, files in a folder)."""
 
@@ -303,13 +295,17 @@ class StageRun:
             os.replace(self.output, old)   # a crash from here on is mended by _recover()
         os.replace(self.staging, self.output)
         (self.output / RUN_KEY).unlink(missing_ok=True)
-        if old.exists() or old.is_symlink():
-            try:   # the new output is in place: a leftover is worth a note, not a failure
-                _remove(old)
-            except OSError as e:
-                print(f"note: {display_path(self.output)} is the new output, but the previous "
-                      f"one could not be deleted ({e.strerror or e}): {display_path(old)}; "
-                      "delete it by hand (the next run tries again)", file=sys.stderr)
+        self._drop_previous(old)
+
+    def _drop_previous(self, old: Path) -> None:
+        """The new output is in place: delete the previous one (a folder, a link, or the
+        files_into set aside); a leftover is worth a note, not a failure."""
+        try:
+            _remove(old)
+        except OSError as e:
+            print(f"note: {display_path(self.output)} is the new output, but the previous "
+                  f"one could not be deleted ({e.strerror or e}): {display_path(old)}; "
+                  "delete it by hand (the next run tries again)", file=sys.stderr)
 
     def _refuse_foreign_output(self) -> None:
         """A run replaces its output folder whole: refuse one that holds files but is not
@@ -395,7 +391,7 @@ class StageRun:
                        - {self.manifest_name})
         names.append(self.manifest_name)                    # the new manifest goes last
         aside = self._aside()
-        _remove_if_there(aside)
+        _remove(aside)
         aside.mkdir()
         write_json(aside / "_commit.json", {"names": names})
         moved: list[tuple[Path, Path]] = []
@@ -415,16 +411,11 @@ class StageRun:
                 os.replace(dst, src)
             if logs is not None:    # with their completion markers: the rerun resumes
                 os.replace(logs, self.staging / "_logs")
-            _remove_if_there(aside)
+            _remove(aside)
             raise StageError(f"{display_path(step)}: cannot be replaced ({e.strerror or e}); "
                              f"{display_path(self.output)} is unchanged; fix this and rerun "
                              "the same command (it resumes)") from None
-        try:   # the new set is in place: a leftover is worth a note, not a failure
-            _remove_if_there(aside)
-        except OSError as e:
-            print(f"note: the new output is in {display_path(self.output)}, but the previous "
-                  f"one could not be deleted ({e.strerror or e}): {display_path(aside)}; "
-                  "delete it by hand (the next run tries again)", file=sys.stderr)
+        self._drop_previous(aside)
         shutil.rmtree(self.staging, ignore_errors=True)
 
     def _recover_files(self) -> None:
@@ -449,12 +440,12 @@ class StageRun:
                     (self.staging / name).exists() or (self.staging / name).is_symlink()):
                 os.replace(there, self.staging / name)      # a new entry, back to staging
             if kept.exists() or kept.is_symlink():
-                _remove_if_there(there)
+                _remove(there)
                 os.replace(kept, there)                     # the previous one, back
         self._remove_old(aside)
 
 
-def _remove_if_there(path: Path) -> None:
+def _remove(path: Path) -> None:
     """Delete a file, a folder or a link (never what a link points to), if there."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
