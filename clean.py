@@ -1051,7 +1051,7 @@ def check_languages(args, recipe: Recipe, known: set[str]) -> None:
         t = recipe.threshold(r)
         if isinstance(t, dict):
             unknown(t, f"{r.flag} {getattr(args, r.key)}")
-            idle = [x for x in t if x != "*" and r.languages and x not in r.languages]
+            idle = [x for x in t if r.skips(x)]
             if idle:
                 print(f"note: {r.flag} {idle[0]}=...: {r.name} applies to "
                       f"{', '.join(r.languages)} only; that value changes nothing",
@@ -1062,7 +1062,7 @@ def check_languages(args, recipe: Recipe, known: set[str]) -> None:
                 [x for v in values for x in v] if name == "languages" else [], f"--sweep {spec}")
         key, _, lang = name.partition("@")
         for r in recipe.rules:
-            if lang and r.key == key and r.languages and lang not in r.languages:
+            if lang and r.key == key and r.skips(lang):
                 print(f"note: --sweep {spec}: {r.name} applies to {', '.join(r.languages)} "
                       "only; those values change nothing", file=sys.stderr)
         for v in values if name == "languages" else []:

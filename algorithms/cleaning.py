@@ -235,6 +235,11 @@ class Rule:
                     else f"{m.source.version}")
         return f"{self.version}:{_source_version(m)}" if m is not None else self.version
 
+    def skips(self, lang: str) -> bool:
+        """Whether this rule never removes a document of language `lang` ("*": the
+        languages not named, which a rule of every language does not skip)."""
+        return lang != "*" and self.languages is not None and lang not in self.languages
+
     def removed(self, values: np.ndarray, threshold) -> np.ndarray:
         """Which of `values` this rule removes at `threshold` (a number, or an array of
         per-document thresholds)."""
