@@ -38,6 +38,7 @@ import os
 import shutil
 import unicodedata
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,7 @@ from pipeline.disk import (IN_THE_WAY, WRITE_ERRORS, check_out_path, check_repor
 from pipeline.errors import ArgumentParser, StageError, run_stage
 from pipeline.executors import add_executor_args, check_executor
 from pipeline.local_pool import abandon_pool, start_pool_early
-from pipeline.lock import FolderLock
+from pipeline.lock import FolderLock, lock_all
 from pipeline.manifest import (MANIFEST, check_input, display_path, read_manifest, source_name,
                                upstream_path, write_json)
 from pipeline.tables import human_bytes, markdown_table, pct, table, window_text
@@ -1032,16 +1033,17 @@ def main(argv: list[str] | None = None) -> int:
     start_pool_early(args)
     ctx = Context(args)
     # what it reads must not be rewritten meanwhile: a shared lock on each (pipeline/lock.py)
-    locks = [FolderLock(ctx.data / name, "verify.py", shared=True)
+    takes = [partial(FolderLock, ctx.data / name, "verify.py", shared=True)
              for name in ("cleaned", "dedup_exact", "dedup", "tokenizer")
              if (ctx.data / name).is_dir()]
     if (ctx.data / PACK_MANIFEST).exists():
-        locks.append(FolderLock(ctx.data, "verify.py", shared=True, name="pack_parallel",
-                                what=f"pack_parallel's output in {ctx.data}"))
+        takes.append(partial(FolderLock, ctx.data, "verify.py", shared=True, name="pack_parallel",
+                             what=f"pack_parallel's output in {ctx.data}"))
     # its own work folder (.verify.partial), which every run empties: one run at a time
     if ctx.data.is_dir():
-        locks.append(FolderLock(ctx.data, "verify.py", name="verify",
-                                what=f"verify's work folder {ctx.data / SCAN}"))
+        takes.append(partial(FolderLock, ctx.data, "verify.py", name="verify",
+                             what=f"verify's work folder {ctx.data / SCAN}"))
+    locks = lock_all(takes)   # all or none: a refused one releases those taken before it
     seconds = {}
     try:
         items = []

@@ -14,6 +14,7 @@ import errno
 import os
 import shutil
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import StageError
@@ -96,6 +97,30 @@ def forget() -> None:
     _RUN.clear()
 
 
+@contextmanager
+def naming(path: str | os.PathLike):
+    """Give an OSError raised without a path (os.write, a file's flush at close) the path
+    of the file being written: the one line of a failed write names where it failed."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is not None or e.errno is None:
+            raise
+        raise OSError(e.errno, e.strerror, os.fspath(path)) from None
+
+
+def remove_tree(path: str | os.PathLike) -> None:
+    """shutil.rmtree, whose error names the entry that could not be deleted by its whole
+    path (rmtree's own names it relative to its folder: the line would say "cannot write .")."""
+    def named(func, where, exc_info):
+        e = exc_info[1]
+        if not isinstance(e, OSError) or e.errno is None:
+            raise e
+        raise OSError(e.errno, e.strerror, os.fspath(where)) from None
+
+    shutil.rmtree(path, onerror=named)
+
+
 def write_error_line(e: BaseException) -> str | None:
     """The one line for a failed write (OSError with an errno of WRITE_ERRORS): where, why,
     the space needed and free, and that nothing was lost; for a path taken by the wrong
@@ -106,7 +131,10 @@ def write_error_line(e: BaseException) -> str | None:
     if not isinstance(e, OSError) or e.errno not in WRITE_ERRORS:
         return None
     staging, output, need = _RUN.get("staging"), _RUN.get("output"), needed()
-    where = Path(e.filename).parent if e.filename else staging
+    # of a rename's two paths, the destination: its source is the run's own (the task
+    # logs moving from the staging folder to data/logs)
+    failed = e.filename2 or e.filename
+    where = Path(os.fsdecode(failed)).parent if failed else staging
     if where is None:
         return f"cannot write: {WRITE_ERRORS[e.errno]}"
     try:

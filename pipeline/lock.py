@@ -22,6 +22,7 @@ tasks it runs on other nodes write into its staging folder.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -32,7 +33,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable, Iterable
 
+from .disk import naming
 from .errors import StageError
 from .manifest import display_path
 from .orphans import alive, start_time
@@ -184,16 +187,31 @@ class FolderLock:
                              f"{describe_holder(holder)}: {stale}")
                 print(self.note, file=sys.stderr)
         self.fd = fd
-        if self.shared:
-            _readers(self.path)   # tidies the records of readers on this host that died
-            self._record = self.path.with_name(f"{self.path.name}.reader-{_host()}-{os.getpid()}")
-            tmp = self.path.with_name(f".tmp-{self._record.name}")   # whole, or not there
-            tmp.write_text(json.dumps(self._me()))
-            os.replace(tmp, self._record)
-        else:
-            os.ftruncate(fd, 0)
-            os.lseek(fd, 0, os.SEEK_SET)
-            os.write(fd, json.dumps(self._me()).encode())
+        tmp = None
+        try:
+            if self.shared:
+                _readers(self.path)   # tidies the records of readers on this host that died
+                self._record = self.path.with_name(
+                    f"{self.path.name}.reader-{_host()}-{os.getpid()}")
+                tmp = self.path.with_name(f".tmp-{self._record.name}")   # whole, or not there
+                with naming(tmp):
+                    tmp.write_text(json.dumps(self._me()))
+                os.replace(tmp, self._record)
+            else:
+                with naming(self.path):
+                    os.ftruncate(fd, 0)
+                    os.lseek(fd, 0, os.SEEK_SET)
+                    os.write(fd, json.dumps(self._me()).encode())
+        except BaseException:
+            # a failed write (a full disk, a limit on file size): nothing of this lock
+            # stays behind, neither the half-written record nor a lock file no one holds
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                self.release()
+            raise
+        if not self.shared:
             threading.Thread(target=self._beat, name="lock-heartbeat", daemon=True).start()
 
     def _left_behind(self, holder: dict) -> str | None:
@@ -240,3 +258,18 @@ class FolderLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def lock_all(takes: Iterable[Callable[[], FolderLock]]) -> list[FolderLock]:
+    """Take several locks in turn (each take() one FolderLock), all or none: when one
+    cannot be taken (another run holds it, a full disk), those taken before it are
+    released, or their reader records and lock files would stay behind."""
+    held: list[FolderLock] = []
+    try:
+        for take in takes:
+            held.append(take())
+    except BaseException:
+        for lock in reversed(held):
+            lock.release()
+        raise
+    return held

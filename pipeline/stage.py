@@ -36,6 +36,7 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -44,7 +45,7 @@ from .disk import check_out_path, register
 from .errors import ArgumentParser, StageError
 from .executors import add_executor_args, check_executor
 from .local_pool import start_pool_early
-from .lock import FolderLock
+from .lock import FolderLock, lock_all
 from .manifest import MANIFEST, check_input
 from .shards import list_shards, open_shard, stage_shards
 from .staging import RUN_KEY, StageRun, add_force_arg, current_manifest, staging_path
@@ -296,7 +297,8 @@ class Stage:
         """Shared locks on every folder this run reads: none may be under rewriting."""
         folders = ([Path(args.input)] if self.reads is not None else []) + \
                   [Path(m).parent for m in extra.values()]
-        return [FolderLock(f, self.script, shared=True) for f in folders if f.exists()]
+        return lock_all(partial(FolderLock, f, self.script, shared=True)
+                        for f in folders if f.exists())
 
     # -- 3-5. the run -------------------------------------------------------------------
     def main(self, argv: list[str] | None = None) -> int:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import xxhash
 
-from .disk import expect, forget
+from .disk import expect, forget, remove_tree
 from .errors import StageError
 from .executors import run_tasks
 from .progress import cpu_seconds, current_rss_mb, peak_rss_mb
@@ -165,7 +165,11 @@ class StageRun:
                 return
             shutil.rmtree(self.staging)
         self.staging.mkdir(parents=True)
-        write_json(keyfile, {"key": self.key, "stage": self.stage})
+        try:
+            write_json(keyfile, {"key": self.key, "stage": self.stage})
+        except OSError:   # (a full disk) a staging folder without its key is no run's to resume
+            shutil.rmtree(self.staging, ignore_errors=True)
+            raise
 
     def logging_dir(self, phase: str) -> Path:
         return self.staging / "_logs" / phase
@@ -272,7 +276,10 @@ class StageRun:
         keep_logs = (self.output if self.files_into else self.output.parent) / "logs" / self.stage
         if not logs.exists():
             return None
-        shutil.rmtree(keep_logs, ignore_errors=True)
+        if keep_logs.is_dir() and not keep_logs.is_symlink():
+            # the previous run's logs; one that cannot be deleted (an immutable folder) is
+            # named, not ignored to fail the rename below naming the staging folder
+            remove_tree(keep_logs)
         if keep_logs.parent.exists() and not keep_logs.parent.is_dir():
             # mkdir would say "File exists", which the stage's one line does not know
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR),

@@ -7,7 +7,8 @@
 - a full disk, a read-only folder or a permission error gives one line naming the
   folder, the space needed and the space free, exit 2; the previous output stays
   byte-identical, and a rerun after the fault is mended equals a fresh run; a run warns
-  before any work when the space it needs is not free.
+  before any work when the space it needs is not free; a run that fails while it takes
+  its locks or makes its staging folder leaves none of them behind.
 
 Real processes, real locks, a real small file system (a tmpfs mounted for the test:
 that needs root, as CI has; without it those tests are skipped, saying so).
@@ -331,6 +332,95 @@ def test_a_full_disk_under_minhash_signatures_is_one_line_not_a_signal(sample_la
     run_script("dedup_minhash.py", "--input", d / "raw", "--output", fresh, "--seed", 7,
                "--workers", 2)
     assert _data_files(out) == _data_files(fresh)
+
+
+def _entries(folder: Path) -> set[str]:
+    """Every path under folder (hidden ones too): what a run added or left behind."""
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("script", ["clean.py", "download_data.py"])
+def test_a_disk_full_from_the_start_names_the_folder_it_could_not_write(sample_layout, small_fs,
+                                                                        script):
+    """0 bytes free before the run starts: the first write is a lock's record (an input's,
+    or the output's), before the run knows its staging folder. The line said "cannot
+    write: no space left on the device" naming nothing (clean.py), or named the staging
+    folder it had not even made (download_data.py); it names the folder of the lock."""
+    d = small_fs / "data"
+    shutil.copytree(sample_layout / "raw", d / "raw")
+    if script == "clean.py":
+        args, out = ["--input", d / "raw", "--output", d / "out"], d / "out"
+        run_script(script, *args, "--workers", 1)
+        args += ["--min-chars", 300]
+    else:
+        args, out = ["--dataset", "sample", "--output", d / "raw", "--shard-rows", 500], d / "raw"
+    before, entries = snapshot(out), _entries(d)
+    _fill(small_fs, 0)
+    line = _one_error_line(run_script(script, *args, "--workers", 1, check=False))
+    assert line.startswith(f"error: cannot write {d}: no space left on the device ("), line
+    assert snapshot(out) == before and _entries(d) == entries
+
+
+def _run_limited(fsize: int, script: str, *args) -> subprocess.CompletedProcess:
+    """A stage run under a limit on the size of any file it writes (ulimit -f): a write
+    beyond it fails with EFBIG (Python ignores SIGXFSZ)."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+
+    return subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, preexec_fn=limit,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("case", ["file size limit", "second input being written",
+                                  "verify: a later folder being written",
+                                  "disk full after the output lock"])
+def test_a_run_that_fails_while_it_sets_up_leaves_nothing_behind(sample_layout, small_fs,
+                                                                 tmp_path, tok_dir, case):
+    """A failure while the locks are taken or the staging folder is made left files that
+    no run would tidy soon: an empty reader record (.tmp-.raw.lock.reader-HOST-PID) and
+    the lock file beside the input, when its record could not be written; the first
+    input's reader record and lock file, when the second input was refused; a staging
+    folder holding only a half-written run key. The failed run leaves none of them."""
+    d = small_fs / "data" if case == "disk full after the output lock" else tmp_path / "data"
+    shutil.copytree(sample_layout / "raw", d / "raw")
+    entries = _entries(d)
+    if case == "file size limit":   # a reader record is longer than 100 bytes
+        cp = _run_limited(100, "clean.py", "--input", d / "raw", "--output", d / "out",
+                          "--workers", 1)
+        says = f"error: cannot write {d}: file too large"
+    elif case == "second input being written":
+        from pipeline.lock import FolderLock
+
+        held = FolderLock(tok_dir, "train_tokenizer.py")   # as a run rewriting it holds it
+        try:
+            cp = run_script("pack_parallel.py", "--input", d / "raw", "--output", d,
+                            "--tokenizer", tok_dir / "tokenizer.json", "--workers", 1,
+                            check=False)
+        finally:
+            held.release()
+        says = f"error: {tok_dir} is locked by train_tokenizer.py"
+    elif case == "verify: a later folder being written":   # cleaned is locked before it
+        from pipeline.lock import FolderLock
+
+        (d / "cleaned").mkdir()
+        (d / "tokenizer").mkdir()
+        entries = _entries(d)
+        held = FolderLock(d / "tokenizer", "train_tokenizer.py")
+        try:
+            cp = run_script("verify.py", "--data-dir", d, check=False)
+        finally:
+            held.release()
+        says = f"error: {d / 'tokenizer'} is locked by train_tokenizer.py"
+    else:   # one page free: the output lock's record takes it, the run key finds none
+        _fill(small_fs, 6000)
+        cp = run_script("download_data.py", "--dataset", "sample", "--output", d / "out",
+                        "--workers", 1, check=False)
+        says = f"error: cannot write {d / '.out.partial'}: no space left on the device"
+    assert _entries(d) == entries, sorted(_entries(d) - entries)
+    assert _one_error_line(cp).startswith(says), cp.stderr
 
 
 @pytest.fixture
@@ -675,3 +765,31 @@ def test_a_file_standing_at_data_logs_is_one_line_and_the_rerun_resumes(layout_c
                     "--min-chars", "300")
     assert "resuming in" in cp.stderr
     assert (d / "logs" / "clean").is_dir()
+
+
+@pytest.mark.parametrize("frozen", ["logs", "logs/clean", "logs, without logs/clean"])
+def test_an_immutable_logs_folder_is_named_in_the_one_line(layout_copy, frozen):
+    """data/logs or data/logs/<stage> immutable (chattr +i; root too cannot change it):
+    the commit cannot move the task logs there, and the line named the staging folder
+    (the rename's source) instead of the logs folder that refused the write."""
+    d = layout_copy
+    out = d / "cleaned"
+    run_script("clean.py", "--input", d / "raw", "--output", out, "--workers", "2")
+    before = snapshot(out)
+    if frozen == "logs, without logs/clean":   # no previous logs: only the rename fails
+        shutil.rmtree(d / "logs" / "clean")
+        frozen = "logs"
+    if subprocess.run(["chattr", "+i", str(d / frozen)], capture_output=True).returncode:
+        pytest.skip("chattr +i is not permitted here")
+    try:
+        cp = run_script("clean.py", "--input", d / "raw", "--output", out, "--workers", "2",
+                        "--min-chars", "300", check=False)
+    finally:
+        subprocess.run(["chattr", "-i", str(d / frozen)], check=True)
+    line = _one_error_line(cp)
+    assert line.startswith(f"error: cannot write {d / frozen}: operation not permitted ("), line
+    assert f"{out} is unchanged" in line
+    assert snapshot(out) == before
+    cp = run_script("clean.py", "--input", d / "raw", "--output", out, "--workers", "2",
+                    "--min-chars", "300")
+    assert "resuming in" in cp.stderr and (d / "logs" / "clean").is_dir()
