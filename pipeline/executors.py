@@ -103,8 +103,14 @@ class ShardTask:
 def check_executor(args: argparse.Namespace) -> str | None:
     """The cluster an --executor names, checked before any work (one line each): ray
     installed, an address, and something answering there; sbatch on PATH and a partition
-    for slurm. Returns the Ray address (None for the other executors)."""
+    for slurm; a note when a local run is given more workers than cores. Returns the Ray
+    address (None for the other executors)."""
     kind = getattr(args, "executor", "local")
+    workers, cores = int(getattr(args, "workers", 1) or 1), default_workers()
+    if kind == "local" and workers > cores:   # a typo, or a laptop given a server's flags
+        print(f"note: --workers {workers} is more than the {cores} cores this process may "
+              "use: the extra workers share them (faster only where tasks wait on the "
+              "network or the disk), and each holds its own memory", file=sys.stderr)
     if kind == "slurm":
         if not getattr(args, "slurm_partition", None):
             raise StageError("--executor slurm needs --slurm-partition")

@@ -43,6 +43,20 @@ def test_a_bad_flag_is_one_line(script):
     assert cp.stderr == f"error: {why} ({script} --help lists the flags)\n"
 
 
+@pytest.mark.parametrize("script", ["clean.py", "verify.py"])
+def test_more_workers_than_cores_is_noted(script, tmp_path):
+    """--workers above the cores this process may use runs, with a note saying what the
+    extra workers cost; as many as the cores, no note."""
+    from pipeline.layout import default_workers
+
+    where = ("--data-dir" if script == "verify.py" else "--input"), tmp_path / "missing"
+    for n, noted in ((default_workers(), False), (default_workers() + 1, True)):
+        cp = run_script(script, *where, "--workers", n, check=False)
+        assert cp.returncode == 2 and cp.stderr.strip().splitlines()[-1].startswith("error: ")
+        assert (f"note: --workers {n} is more than the {default_workers()} cores this process "
+                "may use" in cp.stderr) is noted, cp.stderr
+
+
 def test_verify_checks_a_whole_layout_flag():
     out = run_script("verify.py", "--help").stdout
     assert "--data-dir DATA_DIR, --input" in out and "--report REPORT, --output" in out
