@@ -163,7 +163,7 @@ class StageRun:
             if same:
                 self.resumed = True
                 return
-            shutil.rmtree(self.staging)
+            remove_tree(self.staging)
         self.staging.mkdir(parents=True)
         try:
             write_json(keyfile, {"key": self.key, "stage": self.stage})
@@ -455,7 +455,7 @@ class StageRun:
 def _remove(path: Path) -> None:
     """Delete a file, a folder or a link (never what a link points to), if there."""
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
+        remove_tree(path)
     elif path.exists() or path.is_symlink():
         path.unlink()
 

@@ -793,3 +793,25 @@ def test_an_immutable_logs_folder_is_named_in_the_one_line(layout_copy, frozen):
     cp = run_script("clean.py", "--input", d / "raw", "--output", out, "--workers", "2",
                     "--min-chars", "300")
     assert "resuming in" in cp.stderr and (d / "logs" / "clean").is_dir()
+
+
+def test_a_stale_staging_folder_that_cannot_be_deleted_is_named_whole(layout_copy):
+    """A staging folder left by a run of another config is deleted before this run starts;
+    an entry in it that cannot be deleted (immutable) is named by its whole path (rmtree
+    names it relative to its folder: the line said "cannot write ."), and nothing else
+    changes."""
+    d = layout_copy
+    stale = d / ".cleaned.partial"
+    (stale / "sub").mkdir(parents=True)
+    (stale / "_run.json").write_text('{"key": "another config"}')
+    (stale / "sub" / "f").write_text("x")
+    if subprocess.run(["chattr", "+i", str(stale / "sub")], capture_output=True).returncode:
+        pytest.skip("chattr +i is not permitted here")
+    try:
+        cp = run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned",
+                        "--workers", "2", check=False)
+    finally:
+        subprocess.run(["chattr", "-i", str(stale / "sub")], check=True)
+    line = _one_error_line(cp)
+    assert line.startswith(f"error: cannot write {stale / 'sub'}: operation not permitted"), line
+    assert not (d / "cleaned").exists()
