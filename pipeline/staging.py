@@ -391,7 +391,6 @@ class StageRun:
                                  f"{'folder' if p.is_dir() else 'file'}; "
                                  f"{display_path(self.output)} is unchanged; move it away and "
                                  "rerun the same command (it resumes)")
-        logs = self._keep_logs()
         # a file in a folder moves with its folder; _work folders stay with the staging
         names = sorted({f["name"].split("/")[0] for f in files}
                        | {p.name for p in self.staging.iterdir() if not p.name.startswith("_")}
@@ -400,7 +399,15 @@ class StageRun:
         aside = self._aside()
         _remove(aside)
         aside.mkdir()
-        write_json(aside / "_commit.json", {"names": names})
+        # logs: whether the task logs move out (next); a crash mended by putting the new set
+        # back brings them back too, with their completion markers, so the rerun resumes
+        write_json(aside / "_commit.json",
+                   {"names": names, "logs": (self.staging / "_logs").is_dir()})
+        try:
+            logs = self._keep_logs()
+        except Exception:
+            _remove(aside)
+            raise
         moved: list[tuple[Path, Path]] = []
         step = None
         try:
@@ -422,25 +429,35 @@ class StageRun:
             raise StageError(f"{display_path(step)}: cannot be replaced ({e.strerror or e}); "
                              f"{display_path(self.output)} is unchanged; fix this and rerun "
                              "the same command (it resumes)") from None
-        self._drop_previous(aside)
+        # the new set is whole: what is left of the staging folder (its key, the task parts)
+        # goes first, then the previous set; a crash in either is finished by the next run
         shutil.rmtree(self.staging, ignore_errors=True)
+        self._drop_previous(aside)
 
     def _recover_files(self) -> None:
         """Mend a files_into commit that a crash interrupted between its renames: with the
-        new manifest in place the new set is whole and the previous one goes; without it,
-        each new entry goes back to the staging folder (the rerun resumes there) and the
-        previous set comes back whole."""
+        new manifest in place the new set is whole, and the previous one and what is left of
+        the staging folder go; without it, each new entry and the task logs go back to the
+        staging folder (the rerun resumes there) and the previous set comes back whole."""
         aside = self._aside()
         if not aside.is_dir():
             return
         if (self.output / self.manifest_name).exists() and not (
                 self.staging / self.manifest_name).exists():
+            # the commit was through: the rest of its staging folder is no run's to resume
+            # (left there, an up-to-date rerun called it an unfinished run)
+            shutil.rmtree(self.staging, ignore_errors=True)
             self._remove_old(aside)
             return
         try:
-            names = json.loads((aside / "_commit.json").read_text())["names"]
-        except (OSError, ValueError, KeyError, TypeError):
-            names = []
+            commit = json.loads((aside / "_commit.json").read_text())
+            names, logs = commit["names"], commit.get("logs")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            names, logs = [], False
+        kept_logs = self.output / "logs" / self.stage
+        if logs is True and self.staging.is_dir() and kept_logs.is_dir() and not (
+                kept_logs.is_symlink() or (self.staging / "_logs").exists()):
+            os.replace(kept_logs, self.staging / "_logs")  # the crashed run's, to resume
         for name in names:
             there, kept = self.output / name, aside / name
             if (there.exists() or there.is_symlink()) and self.staging.is_dir() and not (

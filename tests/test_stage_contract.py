@@ -264,6 +264,94 @@ def test_a_crash_at_any_rename_of_a_files_commit_is_mended(tmp_path, monkeypatch
     assert finished and len(crashed_at) >= 9 and mended == {"previous", "new"}, crashed_at
 
 
+def _crash_commit_at(monkeypatch, run, recs, n: int) -> bool:
+    """Commit, the process dying at the n-th os.replace or shutil.rmtree (0: the first);
+    True when the commit finished first."""
+    import os
+
+    real = {"replace": os.replace, "rmtree": shutil.rmtree}
+    calls = [0]
+
+    def crashing(fn):
+        def call(*a, **k):
+            calls[0] += 1
+            if calls[0] > n:
+                raise KeyboardInterrupt   # the process dies here: nothing is undone
+            return fn(*a, **k)
+        return call
+
+    monkeypatch.setattr(os, "replace", crashing(real["replace"]))
+    monkeypatch.setattr(shutil, "rmtree", crashing(real["rmtree"]))
+    try:
+        run.commit(recs, {"rows": 3})
+        return True
+    except KeyboardInterrupt:
+        return False
+    finally:
+        monkeypatch.setattr(os, "replace", real["replace"])
+        monkeypatch.setattr(shutil, "rmtree", real["rmtree"])
+
+
+def test_a_crash_once_a_files_commit_is_through_leaves_no_unfinished_run(tmp_path, monkeypatch):
+    """Once the new manifest is in place, a crash while the commit deletes the previous set
+    or its staging folder leaves, after the next run's start, nothing beside the new set:
+    an up-to-date rerun no longer finds the staging folder (its key and task parts) and
+    calls it an unfinished run to resume with --force."""
+    from pipeline.manifest import read_manifest as read
+
+    through = 0
+    for n in range(100):
+        out = tmp_path / f"d{n}"
+        run, recs = _files_run(out, 1)
+        run.commit(recs, {"rows": 3})
+        run, recs = _files_run(out, 2)
+        (run.staging / "_parts").mkdir()
+        (run.staging / "_parts" / "a-00000.bin").write_text("a part\n")
+        if _crash_commit_at(monkeypatch, run, recs, n):
+            break
+        if not (out / "m.json").exists() or read(out / "m.json")["config"] != {"v": 2}:
+            continue   # before the new manifest: the other test's case
+        through += 1
+        again = StageRun("files", out, {"v": 2}, files_into=True, manifest_name="m.json",
+                         reuse_current=True)
+        assert again.current is not None
+        assert not (out / ".files.old").exists() and not (out / ".files.partial").exists(), n
+        assert "unfinished run" not in again.current_line()
+        assert _files_now(out) == {k: f"{k} of run 2\n" for k in ("a.bin", "b.bin", "rep/x.txt")}
+    assert through >= 2
+
+
+def test_a_crash_mended_by_putting_the_previous_set_back_keeps_the_task_markers(
+        tmp_path, monkeypatch):
+    """The commit moves the task logs (with their completion markers) out of the staging
+    folder before its renames; a crash mended by putting the new set back into the staging
+    folder brings them back too, so the rerun resumes its finished tasks instead of
+    running them all again (as a rename that fails already did)."""
+    from pipeline.manifest import read_manifest as read
+
+    rolled_back = 0
+    for n in range(100):
+        out = tmp_path / f"d{n}"
+        run, recs = _files_run(out, 1)
+        run.commit(recs, {"rows": 3})
+        old = read(out / "m.json")
+        run, recs = _files_run(out, 2)
+        (run.staging / "_logs" / "encode" / "completions").mkdir(parents=True)
+        (run.staging / "_logs" / "encode" / "completions" / "00000").touch()
+        if _crash_commit_at(monkeypatch, run, recs, n):
+            break
+        if not (out / ".files.old").is_dir():
+            continue   # before the commit's renames, or after them
+        again = StageRun("files", out, {"v": 2}, files_into=True, manifest_name="m.json")
+        if read(out / "m.json") != old:
+            continue
+        rolled_back += 1
+        assert again.resumed
+        assert (again.staging / "_logs" / "encode" / "completions" / "00000").exists(), n
+        assert not (out / "logs" / "files").exists()
+    assert rolled_back >= 4
+
+
 def test_unbalanced_counts_are_never_committed(tmp_path):
     raw = _raw(tmp_path, 5)
     out = tmp_path / "data" / "cleaned"
