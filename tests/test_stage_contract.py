@@ -206,64 +206,6 @@ def _files_now(out: Path) -> dict[str, str]:
             if (out / n).exists()}
 
 
-def test_a_crash_at_any_rename_of_a_files_commit_is_mended(tmp_path, monkeypatch):
-    """Files committed into a folder (pack's train.bin, val.bin, pack_report/) are all or
-    none: a crash at any rename of the commit leaves, once the next run has started, the
-    previous set whole with its manifest and the new one whole in the staging folder (the
-    rerun resumes and commits it), or the new set whole with its manifest."""
-    import os
-    from pipeline.manifest import read_manifest as read
-    from pipeline.shards import file_record
-
-    real = {"replace": os.replace, "rmtree": shutil.rmtree}
-    crashed_at, mended = [], set()
-    for n in range(100):
-        out = tmp_path / f"d{n}"
-        run, recs = _files_run(out, 1)
-        run.commit(recs, {"rows": 3})
-        old = read(out / "m.json")
-        run, recs = _files_run(out, 2)
-        calls = [0]
-
-        def crashing(fn):
-            def call(*a, **k):
-                calls[0] += 1
-                if calls[0] > n:
-                    raise KeyboardInterrupt   # the process dies here: nothing is undone
-                return fn(*a, **k)
-            return call
-
-        monkeypatch.setattr(os, "replace", crashing(real["replace"]))
-        monkeypatch.setattr(shutil, "rmtree", crashing(real["rmtree"]))
-        try:
-            run.commit(recs, {"rows": 3})
-            finished = True
-        except KeyboardInterrupt:
-            finished = False
-        finally:
-            monkeypatch.setattr(os, "replace", real["replace"])
-            monkeypatch.setattr(shutil, "rmtree", real["rmtree"])
-        if finished:
-            break
-        crashed_at.append(n)
-        # the rerun: _recover_files mends it first
-        again = StageRun("files", out, {"v": 2}, files_into=True, manifest_name="m.json")
-        now = read(out / "m.json")
-        assert not (out / ".files.old").exists()
-        mended.add("previous" if now == old else "new")
-        if now == old:
-            assert _files_now(out) == {k: f"{k} of run 1\n" for k in ("a.bin", "b.bin", "rep/x.txt")}
-            assert again.resumed and _files_now(again.staging) == {
-                k: f"{k} of run 2\n" for k in ("a.bin", "b.bin", "rep/x.txt")}
-            again.commit([file_record(again.staging / k, name=k)
-                          for k in ("a.bin", "b.bin", "rep/x.txt")], {"rows": 3})
-            assert not (out / ".files.partial").exists()
-        assert _files_now(out) == {k: f"{k} of run 2\n" for k in ("a.bin", "b.bin", "rep/x.txt")}
-        assert read(out / "m.json")["config"] == {"v": 2} and not (out / ".files.old").exists()
-    # 4 renames aside, 4 in, then the previous set deleted
-    assert finished and len(crashed_at) >= 9 and mended == {"previous", "new"}, crashed_at
-
-
 def _crash_commit_at(monkeypatch, run, recs, n: int) -> bool:
     """Commit, the process dying at the n-th os.replace or shutil.rmtree (0: the first);
     True when the commit finished first."""
@@ -290,6 +232,43 @@ def _crash_commit_at(monkeypatch, run, recs, n: int) -> bool:
     finally:
         monkeypatch.setattr(os, "replace", real["replace"])
         monkeypatch.setattr(shutil, "rmtree", real["rmtree"])
+
+
+def test_a_crash_at_any_rename_of_a_files_commit_is_mended(tmp_path, monkeypatch):
+    """Files committed into a folder (pack's train.bin, val.bin, pack_report/) are all or
+    none: a crash at any rename of the commit leaves, once the next run has started, the
+    previous set whole with its manifest and the new one whole in the staging folder (the
+    rerun resumes and commits it), or the new set whole with its manifest."""
+    from pipeline.manifest import read_manifest as read
+    from pipeline.shards import file_record
+
+    crashed_at, mended = [], set()
+    for n in range(100):
+        out = tmp_path / f"d{n}"
+        run, recs = _files_run(out, 1)
+        run.commit(recs, {"rows": 3})
+        old = read(out / "m.json")
+        run, recs = _files_run(out, 2)
+        finished = _crash_commit_at(monkeypatch, run, recs, n)
+        if finished:
+            break
+        crashed_at.append(n)
+        # the rerun: _recover_files mends it first
+        again = StageRun("files", out, {"v": 2}, files_into=True, manifest_name="m.json")
+        now = read(out / "m.json")
+        assert not (out / ".files.old").exists()
+        mended.add("previous" if now == old else "new")
+        if now == old:
+            assert _files_now(out) == {k: f"{k} of run 1\n" for k in ("a.bin", "b.bin", "rep/x.txt")}
+            assert again.resumed and _files_now(again.staging) == {
+                k: f"{k} of run 2\n" for k in ("a.bin", "b.bin", "rep/x.txt")}
+            again.commit([file_record(again.staging / k, name=k)
+                          for k in ("a.bin", "b.bin", "rep/x.txt")], {"rows": 3})
+            assert not (out / ".files.partial").exists()
+        assert _files_now(out) == {k: f"{k} of run 2\n" for k in ("a.bin", "b.bin", "rep/x.txt")}
+        assert read(out / "m.json")["config"] == {"v": 2} and not (out / ".files.old").exists()
+    # 4 renames aside, 4 in, then the previous set deleted
+    assert finished and len(crashed_at) >= 9 and mended == {"previous", "new"}, crashed_at
 
 
 def test_a_crash_once_a_files_commit_is_through_leaves_no_unfinished_run(tmp_path, monkeypatch):
