@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from .disk import naming
+
 WORK = "_work"
 
 
@@ -41,7 +43,7 @@ def mapped_npy(path: str | os.PathLike, dtype, shape: tuple[int, ...]) -> np.mem
     header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
               "shape": tuple(int(n) for n in shape)}
     try:
-        with open(path, "wb") as f:
+        with naming(path), open(path, "wb") as f:
             try:
                 np.lib.format.write_array_header_1_0(f, header)
             except ValueError:   # a header over 64 KB: format 2.0, as np.save would choose
@@ -58,11 +60,9 @@ def mapped_npy(path: str | os.PathLike, dtype, shape: tuple[int, ...]) -> np.mem
                 if e.errno not in (errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS):
                     raise
                 f.truncate(size)
-    except OSError as e:
+    except OSError:
         with contextlib.suppress(OSError):
             path.unlink(missing_ok=True)
-        if e.filename is None:
-            raise OSError(e.errno, e.strerror, str(path)) from None
         raise
     return np.lib.format.open_memmap(path, mode="r+")
 
