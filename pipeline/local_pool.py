@@ -64,7 +64,11 @@ def abandon_pool() -> None:
 
     pool = _POOL.get("pool")
     if pool is not None:
-        pool._worker_handler._state = TERMINATE     # no more workers
+        handler = pool._worker_handler
+        handler._state = TERMINATE                  # no more workers, once it wakes:
+        pool._change_notifier.put(None)             # wake it, and let it end, since it
+        handler.join(timeout=10)                    # may be starting a worker just now
+        # (one started after the list below was taken was left alive, holding the pipes)
         procs = {p.pid: p for p in list(pool._pool) + _POOL.get("procs", [])}.values()
         for p in procs:
             if p.exitcode is None:

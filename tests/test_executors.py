@@ -498,6 +498,49 @@ def test_a_pool_worker_dies_of_sigterm_on_any_thread():
     assert cp.stdout.strip() == "dead", cp.stdout + cp.stderr
 
 
+A_WORKER_STARTED_DURING_ABANDON = """
+import os, signal, time
+from multiprocess.pool import Pool
+from pipeline import local_pool
+
+real = Pool._repopulate_pool_static
+
+def slow(*args, **kwargs):    # the pool starts a replacement worker 0.4 s late
+    time.sleep(0.4)
+    return real(*args, **kwargs)
+
+Pool._repopulate_pool_static = staticmethod(slow)
+pool = local_pool._stage_pool(2, "fork")
+os.kill(pool._pool[0].pid, signal.SIGKILL)
+time.sleep(0.15)              # its handler is now starting the replacement
+local_pool.abandon_pool()
+time.sleep(0.6)
+alive = []
+for p in os.listdir("/proc"):
+    try:
+        with open(f"/proc/{p}/stat") as f:
+            state, ppid = f.read().rsplit(")", 1)[1].split()[:2]
+    except (OSError, ValueError):
+        continue
+    if int(ppid) == os.getpid() and state != "Z":
+        alive.append(int(p))
+        os.kill(int(p), signal.SIGKILL)
+print(len(alive))
+"""
+
+
+def test_a_worker_the_pool_starts_while_it_is_abandoned_is_killed_too():
+    """abandon_pool (a worker died: stop the pool without terminate()) killed the workers
+    it listed, while the pool's handler thread could be starting a replacement for the
+    dead one just then: that worker lived on, holding the pool's pipes, and a test that
+    waited for the stage's output never saw it end (1 run in 150-300). The handler is
+    now woken and joined first. The replacement is delayed here to hit that moment."""
+    cp = subprocess.run([sys.executable, "-c", A_WORKER_STARTED_DURING_ABANDON], cwd=ROOT,
+                        timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                        capture_output=True, text=True)
+    assert cp.returncode == 0 and cp.stdout.strip() == "0", cp.stdout + cp.stderr
+
+
 POOL_WORKER_SIGNALS = """
 import signal
 from pipeline.errors import catch_stop_signals
