@@ -269,11 +269,15 @@ class StageRun:
         forget()
         return manifest
 
+    def _logs_home(self) -> Path:
+        """data/logs/<stage>/: where a committed run's task logs are kept."""
+        return (self.output if self.files_into else self.output.parent) / "logs" / self.stage
+
     def _keep_logs(self) -> Path | None:
         """datatrove's task logs move to data/logs/<stage>/, out of the output itself;
         returns where they went (None: there were none)."""
         logs = self.staging / "_logs"
-        keep_logs = (self.output if self.files_into else self.output.parent) / "logs" / self.stage
+        keep_logs = self._logs_home()
         if not logs.exists():
             return None
         if keep_logs.is_dir() and not keep_logs.is_symlink():
@@ -296,7 +300,7 @@ class StageRun:
             if p.name.startswith("_") and p.is_dir():
                 shutil.rmtree(p, ignore_errors=True)
         old = self._old()
-        if old.exists() or old.is_symlink():
+        if os.path.lexists(old):
             self._remove_old(old)
         if self.output.exists():
             os.replace(self.output, old)   # a crash from here on is mended by _recover()
@@ -357,7 +361,7 @@ class StageRun:
                 (self.output / RUN_KEY).unlink(missing_ok=True)
             else:
                 os.replace(old, self.output)               # bring the previous one back
-        if old.exists() or old.is_symlink():
+        if os.path.lexists(old):
             self._remove_old(old)
 
     def _remove_old(self, old: Path) -> None:
@@ -413,7 +417,7 @@ class StageRun:
         try:
             for name in [self.manifest_name] + names[:-1]:  # the old manifest goes first
                 step = self.output / name
-                if step.exists() or step.is_symlink():
+                if os.path.lexists(step):
                     os.replace(step, aside / name)
                     moved.append((step, aside / name))
             for name in names:
@@ -454,16 +458,16 @@ class StageRun:
             names, logs = commit["names"], commit.get("logs")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             names, logs = [], False
-        kept_logs = self.output / "logs" / self.stage
+        kept_logs = self._logs_home()
         if logs is True and self.staging.is_dir() and kept_logs.is_dir() and not (
                 kept_logs.is_symlink() or (self.staging / "_logs").exists()):
             os.replace(kept_logs, self.staging / "_logs")  # the crashed run's, to resume
         for name in names:
             there, kept = self.output / name, aside / name
-            if (there.exists() or there.is_symlink()) and self.staging.is_dir() and not (
-                    (self.staging / name).exists() or (self.staging / name).is_symlink()):
-                os.replace(there, self.staging / name)      # a new entry, back to staging
-            if kept.exists() or kept.is_symlink():
+            back = self.staging / name
+            if os.path.lexists(there) and self.staging.is_dir() and not os.path.lexists(back):
+                os.replace(there, back)                     # a new entry, back to staging
+            if os.path.lexists(kept):
                 _remove(there)
                 os.replace(kept, there)                     # the previous one, back
         self._remove_old(aside)
@@ -473,7 +477,7 @@ def _remove(path: Path) -> None:
     """Delete a file, a folder or a link (never what a link points to), if there."""
     if path.is_dir() and not path.is_symlink():
         remove_tree(path)
-    elif path.exists() or path.is_symlink():
+    elif os.path.lexists(path):
         path.unlink()
 
 

@@ -201,6 +201,15 @@ def _files_run(out: Path, version: int) -> tuple[StageRun, list[dict]]:
     return run, [file_record(run.staging / n, name=n) for n in ("a.bin", "b.bin", "rep/x.txt")]
 
 
+def _second_run(out: Path) -> tuple[dict, StageRun, list[dict]]:
+    """Run 1 committed into out; (its manifest, run 2 ready to commit, run 2's records)."""
+    from pipeline.manifest import read_manifest
+
+    run, recs = _files_run(out, 1)
+    run.commit(recs, {"rows": 3})
+    return (read_manifest(out / "m.json"), *_files_run(out, 2))
+
+
 def _files_now(out: Path) -> dict[str, str]:
     return {n: (out / n).read_text() for n in ("a.bin", "b.bin", "rep/x.txt")
             if (out / n).exists()}
@@ -245,10 +254,7 @@ def test_a_crash_at_any_rename_of_a_files_commit_is_mended(tmp_path, monkeypatch
     crashed_at, mended = [], set()
     for n in range(100):
         out = tmp_path / f"d{n}"
-        run, recs = _files_run(out, 1)
-        run.commit(recs, {"rows": 3})
-        old = read(out / "m.json")
-        run, recs = _files_run(out, 2)
+        old, run, recs = _second_run(out)
         finished = _crash_commit_at(monkeypatch, run, recs, n)
         if finished:
             break
@@ -281,9 +287,7 @@ def test_a_crash_once_a_files_commit_is_through_leaves_no_unfinished_run(tmp_pat
     through = 0
     for n in range(100):
         out = tmp_path / f"d{n}"
-        run, recs = _files_run(out, 1)
-        run.commit(recs, {"rows": 3})
-        run, recs = _files_run(out, 2)
+        _, run, recs = _second_run(out)
         (run.staging / "_parts").mkdir()
         (run.staging / "_parts" / "a-00000.bin").write_text("a part\n")
         if _crash_commit_at(monkeypatch, run, recs, n):
@@ -311,10 +315,7 @@ def test_a_crash_mended_by_putting_the_previous_set_back_keeps_the_task_markers(
     rolled_back = 0
     for n in range(100):
         out = tmp_path / f"d{n}"
-        run, recs = _files_run(out, 1)
-        run.commit(recs, {"rows": 3})
-        old = read(out / "m.json")
-        run, recs = _files_run(out, 2)
+        old, run, recs = _second_run(out)
         (run.staging / "_logs" / "encode" / "completions").mkdir(parents=True)
         (run.staging / "_logs" / "encode" / "completions" / "00000").touch()
         if _crash_commit_at(monkeypatch, run, recs, n):
