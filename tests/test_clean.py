@@ -19,6 +19,7 @@ from conftest import SAMPLE, run_script
 
 import clean
 from algorithms import cleaning, langid
+from pipeline import clean_report
 from pipeline.errors import StageError
 from pipeline.shards import list_shards
 from pipeline.staging import StageRun
@@ -326,7 +327,7 @@ def test_histogram_by_group_equals_numpy_per_group():
     the ends clipped into the end bins, NaN nowhere."""
     rng = np.random.default_rng(3)
     kept = len(cleaning.TUTORIAL)
-    for name, edges in clean.hist_bins(cleaning.Recipe()).items():
+    for name, edges in clean_report.hist_bins(cleaning.Recipe()).items():
         values = np.concatenate([rng.uniform(-1, edges[-1] * 1.5, 5000), edges, [np.nan] * 3])
         group = rng.integers(0, kept + 1, len(values))
         got = cleaning.histogram(edges, values, group, kept + 1)
