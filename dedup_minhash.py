@@ -54,37 +54,32 @@ Nothing is skipped.
 
 from __future__ import annotations
 
-import io
-import os
 import shutil
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from algorithms import minhash
-from pipeline import layout
-from pipeline.arrays import from_numpy
+from pipeline import kept_store, layout
 from pipeline.errors import StageError, run_stage
-from pipeline.filter_phase import Picked, filter_phase
-from pipeline.work_files import WORK, mapped_npy, save_npy
-from pipeline import kept_store
-from pipeline.kept_store import (keep_whole, load_array, load_whole, read_verified, side_store,
-                                 write_index)
+from pipeline.filter_phase import filter_phase
 from pipeline.kept_store import entry as kept_entry
+from pipeline.kept_store import load_array, side_store
+from pipeline.minhash_kept import (KIND, Signatures, band_deps, candidate_deps, keep_candidates,
+                                   keep_removed, keep_store, kept_candidates, kept_sources,
+                                   link_kept, save_or_link)
+from pipeline.minhash_report import (build_report, kept_line, report_picks, report_rows,
+                                     shown_rows, sweep)
 from pipeline.progress import task_progress
-from pipeline.shards import link_or_copy, write_table
 from pipeline.stage import Output, Run, Stage, unit_bytes_on_disk
 from pipeline.sweep import SweepRun, carry_sweep_reports, parse_sweep
-from pipeline.tables import human_bytes, markdown_table, pct, save_report, snippet, table
 from pipeline.task_results import save_task_result
-from pipeline.units import Unit, describe, fetch_rows, locate, read_unit, shard_rows_of
+from pipeline.units import Unit, describe, read_unit
+from pipeline.work_files import WORK, mapped_npy, save_npy
 
 BATCH_ROWS = 2048
-KIND = "signatures"   # the side store a sweep leaves: data/.dedup.signatures/
 
 
 # --------------------------------------------------------------------------------------
@@ -104,7 +99,7 @@ def signature_task(rank: int, world_size: int, units: list[dict], staging: str,
     sig_path, band_path = work / "sig" / f"{rank:05d}.npy", work / "band" / f"{rank:05d}.npy"
     sig, pieces, notes = load_array(sig_sources[rank], unit.rows)
     if sig is not None:  # whole kept files only: they carry the unit's byte counts
-        _save_or_link(sig, pieces, sig_path)
+        save_or_link(sig, pieces, sig_path)
         nbytes = sum(p["extra"]["bytes"] for p in pieces)
         short = sum(p["extra"]["short"] for p in pieces)
         task_progress().add(unit.rows, nbytes)
@@ -114,7 +109,7 @@ def signature_task(rank: int, world_size: int, units: list[dict], staging: str,
         sig = np.load(sig_path, mmap_mode="r")
     band, bpieces, bnotes = load_array(band_sources[rank], unit.rows, axis=1)
     if band is not None:
-        _save_or_link(band, bpieces, band_path)
+        save_or_link(band, bpieces, band_path)
     else:
         save_npy(band_path, minhash.band_hashes(np.asarray(sig), bands, band_rows))
     save_task_result(staging, "signatures", rank, {
@@ -223,106 +218,10 @@ def after_commit(run: Run) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# Kept measurements: the signatures, band hashes and candidates a run keeps beside its
-# output (signatures/, bands/, candidates/), so a rerun with another threshold measures
-# nothing (pipeline.kept_store).
+# The phases of 3.4 and 3.5, reusing what an earlier run kept beside its output
+# (signatures/, bands/, candidates/: pipeline.minhash_kept) where they can, so a
+# rerun with another threshold measures nothing.
 # --------------------------------------------------------------------------------------
-
-def signature_deps(run) -> dict:
-    """Everything a signature depends on: a change to any of these invalidates the kept ones."""
-    a = run.args
-    return {"version": minhash.SIGNATURE_VERSION, "input_fingerprint": run.input_fingerprint,
-            "ngram": a.ngram, "num_perm": a.num_perm, "seed": a.seed}
-
-
-def band_deps(run) -> dict:
-    return {**signature_deps(run), "bands": run.args.bands, "rows": run.args.rows}
-
-
-def candidate_deps(run) -> dict:
-    """What the candidates and their match counts depend on: the signatures and band
-    hashes, and how a bucket is read."""
-    return {**band_deps(run), "all_pairs_max": minhash.ALL_PAIRS_MAX}
-
-
-def kept_sources(run) -> tuple[dict, list[str]]:
-    """For every unit, the kept signature and band files that cover it (the output's own,
-    then a sweep's side store); whole files only (the same cut into units): they carry
-    the unit's counts."""
-    return kept_store.sources(run.output, KIND, {"signatures": (signature_deps(run), True),
-                                              "bands": (band_deps(run), True)}, run.units)
-
-
-def _save_or_link(arr: np.ndarray, pieces: list[dict], dst: Path) -> None:
-    """Write a reused array into the staging folder; a whole kept file is hard-linked."""
-    if len(pieces) == 1 and pieces[0]["whole"]:
-        link_or_copy(pieces[0]["path"], dst)
-    else:
-        save_npy(dst, arr)
-
-
-def keep_store(work: Path, dest: Path, results: list[dict], run, band_pairs: int) -> dict:
-    """Move the signature and band files, and the candidate pairs, into `dest` as three
-    kept stores; return what the manifest records (dependencies, files, bytes on disk)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    out = {}
-    for name, d, key, deps in (("signatures", "sig", "sig", signature_deps(run)),
-                               ("bands", "band", "band", band_deps(run))):
-        target = dest / name
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(work / d, target)
-        out[name] = write_index(target, deps, [r[key] for r in results])
-    target = dest / "candidates"
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir()
-    os.replace(work / "candidates.npy", target / "pairs.npy")
-    out["candidates"] = keep_whole(target, candidate_deps(run), "pairs.npy",
-                                   band_pairs=int(band_pairs))
-    out["bytes"] = sum(out[n]["bytes"] for n in ("signatures", "bands", "candidates"))
-    return out
-
-
-def removed_deps(run) -> dict:
-    """What the removed rows depend on: the candidates, and the threshold."""
-    return {**candidate_deps(run), "threshold": run.args.threshold}
-
-
-def keep_removed(work: Path, dest: Path, run) -> dict:
-    """Keep the rows this run removed (sorted global rows of its input) beside the band
-    hashes: with both, verify.py has the band hashes of every document of this output
-    instead of computing them again (pipeline.kept_bands)."""
-    target = dest / "removed"
-    shutil.rmtree(target, ignore_errors=True)
-    target.mkdir()
-    os.replace(work / "removed.npy", target / "removed.npy")
-    return keep_whole(target, removed_deps(run), "removed.npy")
-
-
-def link_kept(units: list[Unit], sig_src: list, band_src: list, work: Path) -> list[dict] | None:
-    """When every unit's signatures and band hashes are kept (whole files), check their
-    digests and hard-link them into _work/: the signature phase's results, made in this
-    process in milliseconds per unit. None if any file fails its check (the phase then
-    runs its tasks, which recompute what failed)."""
-    if not (all(sig_src) and all(band_src)):
-        return None
-    for d in ("sig", "band"):
-        (work / d).mkdir(parents=True, exist_ok=True)
-    results = []
-    for rank, u in enumerate(units):
-        linked = {}
-        for key, sources in (("sig", sig_src[rank]), ("band", band_src[rank])):
-            pieces = sources[0]
-            if len(pieces) != 1 or not pieces[0]["whole"] or read_verified(pieces[0]) is None:
-                return None
-            dst = work / key / f"{rank:05d}.npy"
-            link_or_copy(pieces[0]["path"], dst)
-            linked[key] = kept_entry(dst, u.shard, u.row_start, u.rows, record=pieces[0],
-                                     **pieces[0]["extra"])
-        extra = linked["sig"]
-        results.append({"docs": u.rows, "bytes": extra["bytes"], "short": extra["short"],
-                        "signatures_reused": True, "bands_reused": True, "notes": [],
-                        **linked})
-    return results
 
 
 def signature_phase(run, stores: dict) -> list[dict]:
@@ -339,32 +238,6 @@ def signature_phase(run, stores: dict) -> list[dict]:
                  ngram=a.ngram, seed=a.seed, bands=a.bands, band_rows=a.rows,
                  sig_sources=sig_src, band_sources=band_src)
     return run.results("signatures")
-
-
-def kept_candidates(output: Path, deps: dict) -> tuple[np.ndarray | None, int, list[str]]:
-    """Candidates kept by an earlier run (the output's, then a sweep's side store) for
-    exactly these band hashes and signatures: (rows of [doc a, doc b, matching positions],
-    band collisions, notes); (None, 0, notes) if none."""
-    notes = []
-    for where in (output, side_store(output, KIND)):
-        data, extra, why = load_whole(where / "candidates", deps)
-        if data is not None:
-            kept = np.load(io.BytesIO(data))
-            if kept.ndim == 2 and kept.shape[1] == 3 and "band_pairs" in extra:
-                notes.append(f"candidates and their similarities reused from "
-                             f"{where / 'candidates'}: buckets and verification skipped")
-                return kept, int(extra["band_pairs"]), notes
-            why = "not a candidate list"
-        if why != "none kept":
-            notes.append(f"kept candidates in {where / 'candidates'} not used: {why}")
-    return None, 0, notes
-
-
-def keep_candidates(work: Path, pairs: np.ndarray, matches: np.ndarray) -> None:
-    """Leave the verified candidates in _work/candidates.npy, for keep_store."""
-    small = len(pairs) == 0 or int(pairs.max()) < 2**31   # 12 bytes a candidate, not 24
-    save_npy(work / "candidates.npy",
-             np.column_stack([pairs, matches]).astype(np.int32 if small else np.int64))
 
 
 def candidates(run, deps: dict) -> tuple[np.ndarray, int, np.ndarray | None]:
@@ -390,153 +263,10 @@ def candidates(run, deps: dict) -> tuple[np.ndarray, int, np.ndarray | None]:
     return pairs, band_pairs, None
 
 
-class Signatures:
-    """Random access to the per-unit signature files by global document index."""
-
-    def __init__(self, folder: Path, tasks: int, offsets: np.ndarray):
-        self.mm = [np.load(folder / f"{s:05d}.npy", mmap_mode="r") for s in range(tasks)]
-        self.offsets = offsets
-
-    def get(self, gidx: np.ndarray) -> np.ndarray:
-        gidx = np.asarray(gidx, dtype=np.int64)
-        k = self.mm[0].shape[1] if self.mm else 0
-        out = np.empty((len(gidx), k), dtype=np.uint32)
-        unit, row = locate(self.offsets, gidx)
-        for s in np.unique(unit):
-            sel = unit == s
-            out[sel] = self.mm[s][row[sel]]
-        return out
-
-
-# --------------------------------------------------------------------------------------
-# Report.
-# --------------------------------------------------------------------------------------
-
-SIM_BINS = np.round(np.linspace(0.0, 1.0, 51), 4)   # verified-similarity histogram, 0.02 wide
-CLUSTER_EXAMPLE_CHARS = 2000                         # text kept per member of an example cluster
-EXAMPLES = 5                                         # removed documents shown
-
-
-class Shown(NamedTuple):
-    """What the report shows whole: the largest clusters (kept index, size), three
-    members of each (the kept one first), and the rows to read: those members, then the
-    first removed documents."""
-    clusters: list[tuple[int, int]]
-    members: list[np.ndarray]
-    rows: np.ndarray
-
-
-def shown_rows(root: np.ndarray, removed: np.ndarray) -> Shown:
-    clusters_ = minhash.largest_clusters(root)
-    members_of = [np.nonzero(root == k)[0][:3] for k, _ in clusters_]
-    rows = np.concatenate([*members_of, removed[:EXAMPLES]]).astype(np.int64)
-    return Shown(clusters_, members_of, rows)
-
-
-def report_picks(shown: Shown, removed, kept_of) -> dict[str, np.ndarray]:
-    """The global rows whose id and text the report shows, picked by the filter tasks
-    (dedup_exact.filter_phase), which read every row anyway."""
-    return {"id": np.concatenate([removed, kept_of, shown.rows]), "text": shown.rows}
-
-
-def report_rows(units, offsets, sigs, root, removed, kept_of, sims, shown: Shown,
-                staging: Path) -> dict:
-    """What the report shows from the input: report/removed.parquet (every removed
-    document, its cluster's kept one and their similarity) and the ids and texts of the
-    largest clusters and of a few removed documents (report_picks)."""
-    rep = staging / "report"
-    rep.mkdir(exist_ok=True)
-    ex_n = min(EXAMPLES, len(removed))
-    id_of = Picked(staging, "id")
-    ids, kept_ids = id_of.at(removed), id_of.at(kept_of)
-    shown_ids = id_of.at(shown.rows).to_pylist()
-    shown_text = Picked(staging, "text").at(shown.rows).to_pylist()
-    size = np.bincount(root, minlength=len(root))
-    s, r = shard_rows_of(units, offsets, removed)
-    ks, kr = shard_rows_of(units, offsets, kept_of)
-    write_table(rep / "removed.parquet", pa.table({
-        "id": ids, "kept_id": kept_ids, "similarity": from_numpy(sims, pa.float64()),
-        "shard": s, "row": from_numpy(r, pa.int64()),
-        "kept_shard": ks, "kept_row": from_numpy(kr, pa.int64()),
-        "cluster_size": from_numpy(size[kept_of], pa.int64())}))
-
-    lines, md_clusters, js_clusters = [], [], []
-    at = 0
-    for rank, ((k, sz), members) in enumerate(zip(shown.clusters, shown.members), 1):
-        texts = shown_text[at:at + len(members)]
-        mids = shown_ids[at:at + len(members)]
-        at += len(members)
-        msims = minhash.similarity(sigs.get(members), sigs.get([k] * len(members)))
-        lines.append(f"cluster {rank}: {sz} documents, kept {mids[0]}")
-        entry = {"kept_id": mids[0], "size": sz, "members": []}
-        for i, (mid, t, sm) in enumerate(zip(mids, texts, msims)):
-            tag = "kept   " if i == 0 else f"sim {sm:.2f}"
-            lines.append(f"  {tag} {mid}: {snippet(t, 90)}")
-            entry["members"].append({"id": mid, "similarity": round(float(sm), 4),
-                                     "text": (t or "")[:CLUSTER_EXAMPLE_CHARS]})
-        js_clusters.append(entry)
-        md_clusters.append([mids[0], sz, snippet(texts[0], 100)])
-    ex_text = shown_text[at:]
-    examples = [{"id": ids[i].as_py(), "kept_id": kept_ids[i].as_py(),
-                 "similarity": round(float(sims[i]), 4),
-                 "text": snippet(ex_text[i])} for i in range(ex_n)]
-    return {"lines": lines, "md_clusters": md_clusters, "js_clusters": js_clusters,
-            "examples": examples, "cluster_sizes": minhash.cluster_size_counts(kept_of)}
-
-
-def build_report(shown: dict, cand_sims, counts, staging: Path, config: dict) -> str:
-    """The stage's tables (text, report/dedup_minhash_stats.{json,md}) from the counts and
-    report_rows()' examples."""
-    rep = staging / "report"
-    lines, md_clusters, js_clusters = shown["lines"], shown["md_clusters"], shown["js_clusters"]
-    examples = shown["examples"]
-    c = counts
-    rows = [["documents", c["docs_in"], c["docs_out"], pct(c["docs_out"], c["docs_in"])],
-            ["bytes", human_bytes(c["bytes_in"]), human_bytes(c["bytes_out"]),
-             pct(c["bytes_out"], c["bytes_in"])]]
-    head = ["dedup_minhash", "before", "after", "kept"]
-    # every pair of a bucket up to 64 documents, a star and a chain past it (not every
-    # collision then), summed over the bands, repeats included
-    lsh = [["bucket pairs, all bands", c["band_pairs"]],
-           ["candidate pairs (unique)", c["candidates"]],
-           [f"rejected: similarity < {config['threshold']}", c["candidates_rejected"]],
-           ["verified duplicate pairs", c["candidates"] - c["candidates_rejected"]],
-           ["clusters (2+ documents)", c["clusters"]],
-           ["removed: near_duplicate", c["removed"]["near_duplicate"]],
-           [f"texts shorter than {config['ngram']} chars (one shingle)", c["short_texts"]]]
-    text = table(head, rows) + "\n\n" + table(["LSH " + f"b={config['bands']} r={config['rows']}", "count"], lsh)
-    if lines:
-        text += "\n\nlargest clusters:\n" + "\n".join(lines)
-    md = "# dedup_minhash\n\n" + markdown_table(head, rows) + "\n\n" + markdown_table(["LSH", "count"], lsh)
-    if md_clusters:
-        md += "\n\n## Largest clusters\n\n" + markdown_table(["kept id", "documents", "text"], md_clusters)
-    if examples:
-        md += "\n\n## Removed examples\n\n" + markdown_table(
-            ["removed id", "kept id", "similarity", "text"],
-            [[e["id"], e["kept_id"], f"{e['similarity']:.3f}", e["text"]] for e in examples])
-    hist = np.histogram(np.clip(cand_sims, 0, 1), SIM_BINS)[0].tolist() if len(cand_sims) else []
-    save_report(rep, "dedup_minhash_stats", {
-        **c, "config": config, "largest_clusters": js_clusters, "examples": examples,
-        "cluster_sizes": shown["cluster_sizes"],
-        "candidate_similarity": {"bins": SIM_BINS.tolist(), "counts": hist,
-                                 "threshold": config["threshold"]}}, md)
-    return text
-
-
-def kept_line(kept: dict, n_docs: int) -> str:
-    reuse = (f"signatures reused for {kept['tasks_reused']} of {kept['tasks']} tasks; "
-             f"{kept.get('output_files_reused', 0)} output files reused unchanged")
-    if "bytes" not in kept:
-        return reuse + "; signatures not kept (--no-keep-signatures)"
-    per_doc = kept["bytes"] / n_docs if n_docs else 0
-    return (f"{reuse}; kept signatures and band hashes: {human_bytes(kept['bytes'])} "
-            f"({per_doc:.0f} bytes per document) in signatures/, bands/, candidates/ and "
-            f"removed/")
-
-
 # --------------------------------------------------------------------------------------
 # Sweeps: removals, clusters and rejections at several thresholds, from one set of
-# candidates and their similarities; nothing written but a report.
+# candidates and their similarities; nothing written but a report (its tables:
+# pipeline.minhash_report).
 # --------------------------------------------------------------------------------------
 
 def sweep_run(run: Run) -> int:
@@ -578,57 +308,6 @@ def sweep_run(run: Run) -> int:
 def _threshold_value(name: str, value: float) -> None:
     if not 0.0 < value <= 1.0:
         raise ValueError("must be in (0, 1]")
-
-
-def sweep(n_docs: int, pairs: np.ndarray, sims: np.ndarray, thresholds: list[float],
-          units, offsets, examples: int = 5) -> tuple[str, dict]:
-    """Per threshold: removed documents, clusters, candidates rejected; for neighbouring
-    thresholds, the pairs accepted by the lower and rejected by the higher one."""
-    rows, data = [], {"docs_in": n_docs, "candidates": int(len(pairs)), "thresholds": [],
-                      "changes": []}
-    for t in thresholds:
-        ok = minhash.accepted(sims, t)
-        _, removed, kept_of = minhash.clusters(n_docs, pairs, ok)
-        d = {"threshold": t, "removed": int(len(removed)),
-             "clusters": int(len(np.unique(kept_of))), "rejected": int((~ok).sum())}
-        data["thresholds"].append(d)
-        rows.append([f"{t:g}", d["removed"], pct(d["removed"], n_docs), d["clusters"], d["rejected"]])
-    lines = [f"sweep threshold ({n_docs:,} documents, {len(pairs):,} candidate pairs)",
-             table(["threshold", "removed", "share", "clusters", "rejected"], rows), ""]
-    for a, b in zip(thresholds, thresholds[1:]):
-        between = np.flatnonzero(minhash.accepted(sims, a) & ~minhash.accepted(sims, b))
-        order = between[np.argsort(-sims[between], kind="stable")][:examples]
-        da = next(x for x in data["thresholds"] if x["threshold"] == a)
-        db = next(x for x in data["thresholds"] if x["threshold"] == b)
-        change = {"from": a, "to": b, "pairs": int(len(between)),
-                  "documents": da["removed"] - db["removed"], "examples": []}
-        lines.append(f"threshold {a:g} -> {b:g}: {change['documents']:,} documents change fate; "
-                     f"{len(between):,} pairs merged at {a:g} but not at {b:g}")
-        if len(order):
-            ia, ib = pairs[order, 0], pairs[order, 1]
-            ta, tb = fetch_rows(units, offsets, ia, "text"), fetch_rows(units, offsets, ib, "text")
-            ida, idb = fetch_rows(units, offsets, ia, "id"), fetch_rows(units, offsets, ib, "id")
-            for k in range(len(order)):
-                e = {"id": ida[k], "other_id": idb[k], "similarity": round(float(sims[order[k]]), 4),
-                     "text": snippet(ta[k], 300), "other_text": snippet(tb[k], 300)}
-                change["examples"].append(e)
-                lines.append(f"  sim {e['similarity']:.3f}: {e['id']} {snippet(ta[k], 60)!r}")
-                lines.append(f"             {e['other_id']} {snippet(tb[k], 60)!r}")
-        data["changes"].append(change)
-        lines.append("")
-    md = ["# dedup_minhash.py --sweep", "", markdown_table(
-        ["threshold", "removed", "clusters", "rejected"],
-        [[f"{d['threshold']:g}", d["removed"], d["clusters"], d["rejected"]]
-         for d in data["thresholds"]]), ""]
-    for ch in data["changes"]:
-        md += [f"## threshold {ch['from']:g} -> {ch['to']:g}: {ch['documents']:,} documents "
-               f"change fate ({ch['pairs']:,} pairs)", ""]
-        if ch["examples"]:
-            md += [markdown_table(["similarity", "id", "text", "other id", "other text"],
-                                  [[f"{e['similarity']:.3f}", e["id"], snippet(e["text"], 120),
-                                    e["other_id"], snippet(e["other_text"], 120)]
-                                   for e in ch["examples"]]), ""]
-    return "\n".join(lines).rstrip(), {**data, "markdown": "\n".join(md)}
 
 
 # --------------------------------------------------------------------------------------
