@@ -31,13 +31,9 @@ A check whose stage has not run yet fails with the stage to run.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import errno
-import json
 import os
 import shutil
 import unicodedata
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -45,25 +41,23 @@ import numpy as np
 import xxhash
 
 from pipeline import layout
-from pipeline.arrays import strings
-from pipeline.disk import (IN_THE_WAY, WRITE_ERRORS, check_out_path, check_report_path,
-                           free_bytes)
+from pipeline.disk import check_out_path, check_report_path
 from pipeline.errors import ArgumentParser, StageError, run_stage
 from pipeline.executors import add_executor_args, check_executor
-from pipeline.local_pool import abandon_pool, start_pool_early
+from pipeline.local_pool import start_pool_early
 from pipeline.lock import FolderLock, lock_all
-from pipeline.manifest import (MANIFEST, check_input, display_path, read_manifest, source_name,
-                               upstream_path, write_json)
-from pipeline.tables import human_bytes, markdown_table, pct, table, window_text
-from pipeline.shards import list_shards, matches_record, stage_shards
-from algorithms.loader import read_val_ids, write_val_ids
+from pipeline.manifest import check_input, display_path, read_manifest, source_name
+from pipeline.tables import human_bytes, pct, table, window_text
+from pipeline.shards import matches_record
+from pipeline.verify_context import PACK_MANIFEST, Context, Item, Missing
+from pipeline.verify_report import (REPORT_HEAD, manifest_fingerprints, own_write_failed,
+                                    render_markdown, render_terminal, report_path, write_failed,
+                                    write_report)
+from pipeline.verify_scan import SCAN
 from algorithms.tokenizer_checks import LANG_NAMES, token_counts
-from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, load_tokenizer,
-                                max_token_id, ordinary_tokenizer, tokenizer_hash)
+from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, max_token_id,
+                                       tokenizer_hash)
 
-PACK_MANIFEST = "pack_manifest.json"
-REPORT_NAME = "verify_report.md"
-REPORT_HEAD = "# Acceptance checklist (verify.py)"   # the report's first line begins so
 SMOKE_DATASETS = ("sample", "tinystories")
 REPLACEMENT = "\ufffd"
 # how a decoded window shows the characters a terminal or a Markdown file would act on
@@ -109,271 +103,13 @@ PUBLISHED_CPT = "GPT-2 4.34 / 0.49, Llama-2 3.81 / 0.70, cl100k 4.40 / 0.85 (Eng
 
 
 # --------------------------------------------------------------------------------------
-# Items and the context they share.
+# Helpers of the items. What they share (Item, Context) is pipeline/verify_context.py;
+# the parallel scan of the packed input, pipeline/verify_scan.py.
 # --------------------------------------------------------------------------------------
-
-@dataclass
-class Item:
-    num: int
-    title: str
-    ok: bool = True
-    figures: list[str] = field(default_factory=list)
-    details: list[str] = field(default_factory=list)   # printed and reported, not judged
-    cause: str | None = None
-    data: dict = field(default_factory=dict)           # the same, structured, for report.py
-
-    def fail(self, what: str, cause: str) -> None:
-        self.ok = False
-        self.figures.append(f"FAIL: {what}")
-        if self.cause is None:
-            self.cause = cause
-        elif cause not in self.cause:
-            self.cause += "; " + cause
-
-
-class Missing(Exception):
-    """A prerequisite output is not there: the message names the stage to run."""
-
-
-class Context:
-    """What the checks share: paths, the pack manifest, the tokenizer, the corpus scan."""
-
-    def __init__(self, args):
-        self.args = args
-        self.data = Path(args.data_dir)
-        self._cache: dict = {}
-        self.phases: dict = {}     # the parallel scan's resources, for the report
-
-    def memo(self, key, fn):
-        if key not in self._cache:
-            try:
-                self._cache[key] = (True, fn())
-            except (Missing, StageError) as e:
-                self._cache[key] = (False, e)
-        ok, v = self._cache[key]
-        if not ok:
-            raise v
-        return v
-
-    # -- the packed output and its manifest ---------------------------------------------
-    @property
-    def pack(self) -> dict:
-        def load():
-            p = self.data / PACK_MANIFEST
-            if not p.exists():
-                raise Missing(f"{p} not found: run pack_parallel.py")
-            return read_manifest(p)
-        return self.memo("pack", load)
-
-    @property
-    def pack_counts(self) -> dict:
-        return self.pack["counts"]
-
-    @property
-    def eos(self) -> int:
-        return int(self.pack_counts["eos_id"])
-
-    # -- the tokenizer --------------------------------------------------------------------
-    @property
-    def tokenizer_path(self) -> Path:
-        if self.args.tokenizer:
-            return Path(self.args.tokenizer)
-        try:  # recorded relative to the data folder by pack_parallel.py
-            return self.data / self.pack_counts["tokenizer"]["path"]
-        except (Missing, KeyError, StageError):
-            return self.data / layout.TOKENIZER.relative_to(layout.DATA)
-
-    @property
-    def tok(self):
-        def load():
-            p = self.tokenizer_path
-            if not p.exists():
-                raise Missing(f"{p} not found: run train_tokenizer.py")
-            return load_tokenizer(p)
-        return self.memo("tok", load)
-
-    @property
-    def doc_tok(self):
-        """The tokenizer as pack encodes documents: special tokens are plain text."""
-        return self.memo("doc_tok", lambda: ordinary_tokenizer(self.tok))
-
-    # -- the manifest chain ---------------------------------------------------------------
-    @property
-    def chain(self) -> list[tuple[Path, dict]]:
-        """(manifest path, manifest) from the packed output back to the raw download."""
-        def walk():
-            p = self.data / PACK_MANIFEST
-            out = []
-            while p is not None:
-                if not p.exists():
-                    raise Missing(f"{p} not found: the chain breaks here; rerun "
-                                  f"{layout.script_for_dir(p.parent)}")
-                m = read_manifest(p)
-                out.append((p, m))
-                p = upstream_path(m, p)
-                if len(out) > 20:
-                    break
-            return out
-        return self.memo("chain", walk)
-
-    def stage_manifest(self, stage: str) -> tuple[Path, dict]:
-        """A stage's manifest: from the chain when pack has run, else its default folder."""
-        try:
-            for p, m in self.chain:
-                if m.get("stage") == stage:
-                    return p, m
-        except (Missing, StageError):
-            pass
-        script, out = layout.STAGES[stage]
-        p = self.data / out.relative_to(layout.DATA) / MANIFEST
-        if not p.exists():
-            raise Missing(f"{p} not found: run {script}")
-        return p, read_manifest(p)
-
-    @property
-    def input_dir(self) -> Path:
-        """The folder pack_parallel.py read."""
-        up = upstream_path(self.pack, self.data / PACK_MANIFEST)
-        if up is None or not up.exists():
-            raise Missing(f"the input of {self.data / PACK_MANIFEST} is gone: rerun the stage "
-                          "that wrote it, then pack_parallel.py")
-        return up.parent
-
-    @property
-    def val_ids(self) -> set[str]:
-        def load():
-            p = self.data / "pack_report" / "val_ids.txt"
-            if not p.exists():
-                raise Missing(f"{p} not found: rerun pack_parallel.py")
-            return read_val_ids(p)
-        return self.memo("val_ids", load)
-
-    @property
-    def corpus(self) -> dict:
-        return self.memo("corpus", lambda: scan_corpus(self))
 
 
 def split_rng(seed: int, name: str) -> np.random.Generator:
     return np.random.default_rng([seed, xxhash.xxh32_intdigest(name.encode())])
-
-
-# --------------------------------------------------------------------------------------
-# One parallel pass over the packed input (through the executor, one task per unit):
-# the band hashes of every document (for the val/train check), the val documents, and
-# an id-hashed sample for the token estimate.
-# --------------------------------------------------------------------------------------
-
-SCAN = ".verify.partial"        # work folder in the data folder, removed afterwards
-SAMPLE_MAX_BYTES = 20_000_000   # the estimate's sample: 1% of the documents, at most ~20 MB
-
-
-def sample_every(docs: int, nbytes: int, min_sample: int = 200) -> int:
-    """Take one document in N (by id hash): 1% of a corpus (5.6), but no more than about
-    SAMPLE_MAX_BYTES of text on a large one, and at least min_sample documents on a small one."""
-    cap = max(100, -(-nbytes // SAMPLE_MAX_BYTES))
-    return max(1, min(docs // min_sample, cap))
-
-
-def scan_unit(rank: int, world_size: int, units: list[dict], work: str, val_ids: str,
-              every: int, num_perm: int, ngram: int, seed: int, bands: int, rows: int,
-              band_sources: list) -> None:
-    """Task `rank`: band hashes of unit `rank`'s documents (band/RANK.npy, b x n), which of
-    them are train documents (train/RANK.npy), its val documents and its sample
-    (val-RANK.parquet, sample-RANK.parquet). The band hashes are dedup_minhash.py's kept
-    ones when band_sources[rank] gives them (pipeline.kept_bands), else computed here."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    from algorithms import minhash
-    from pipeline.kept_bands import band_rows
-    from pipeline.progress import task_progress
-    from pipeline.units import Unit, read_unit
-    from pipeline.work_files import mapped_npy
-
-    unit, w = Unit(**units[rank]), Path(work)
-    kept_band = band_rows(band_sources[rank], unit.row_start, unit.rows)
-    if kept_band is not None and kept_band.shape[0] != bands:
-        kept_band = None
-    for d in ("band", "train"):
-        (w / d).mkdir(parents=True, exist_ok=True)
-    val = read_val_ids(Path(val_ids))
-    mh = minhash.MinHasher(num_perm, ngram, seed)
-    band = mapped_npy(w / "band" / f"{rank:05d}.tmp.npy", np.uint64, (bands, unit.rows))
-    train = np.zeros(unit.rows, bool)
-    vals, sample, start, docs = [], [], 0, 0
-    for b in read_unit(unit, columns=["id", "text"], batch_rows=2048):
-        ids, texts = [str(i) for i in b.column(0).to_pylist()], b.column(1).to_pylist()
-        n = len(ids)
-        if kept_band is not None:
-            band[:, start:start + n] = kept_band[:, start:start + n]
-        else:
-            band[:, start:start + n] = minhash.band_hashes(mh.signatures(texts), bands, rows)
-        for k, (i, t) in enumerate(zip(ids, texts)):
-            if t is None:
-                continue        # pack skipped it: in neither file
-            docs += 1
-            if i in val:
-                vals.append((i, t))
-            else:
-                train[start + k] = True
-            if xxhash.xxh64_intdigest(i.encode("utf-8"), 7) % every == 0:
-                sample.append(t)
-        start += n
-        task_progress().add(n, int(pc.sum(pc.binary_length(b.column(1))).as_py() or 0))
-    band.flush()
-    del band
-    os.replace(w / "band" / f"{rank:05d}.tmp.npy", w / "band" / f"{rank:05d}.npy")
-    np.save(w / "train" / f"{rank:05d}.npy", train)
-    pq.write_table(pa.table({"id": strings([i for i, _ in vals]),
-                             "text": strings([t for _, t in vals])}), w / f"val-{rank:05d}.parquet")
-    pq.write_table(pa.table({"text": strings(sample)}), w / f"sample-{rank:05d}.parquet")
-    from pipeline.task_results import save_task_result
-    save_task_result(work, "scan", rank, {"docs": docs, "val": len(vals), "sample": len(sample),
-                                          "bands_kept": kept_band is not None})
-
-
-def scan_corpus(ctx: Context) -> dict:
-    """Run the scan; the val documents' texts, the sample, and where the band hashes are."""
-    import pyarrow.parquet as pq
-
-    from algorithms.minhash import SIGNATURE_VERSION
-    from pipeline.executors import run_tasks
-    from pipeline.kept_bands import output_band_sources
-    from pipeline.task_results import load_task_results
-    from pipeline.units import plan_units, unit_offsets
-
-    units = plan_units(stage_shards(ctx.input_dir), ctx.args.task_mb)
-    work = ctx.data / SCAN
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    ids_file = work / "val_ids.txt"
-    write_val_ids(ids_file, sorted(ctx.val_ids))
-    c = ctx.pack_counts
-    every = sample_every(int(c.get("docs_out", 0)), int(c.get("bytes_out", 0)))
-    mh = minhash_config(ctx)
-    sources, band_note = output_band_sources(ctx.input_dir, mh, SIGNATURE_VERSION)
-    try:
-        ctx.phases["scan"] = run_tasks(
-            scan_unit, len(units), ctx.args, work / "_logs", "verify",
-            total_docs=sum(u.rows for u in units), total_bytes=sum(u.text_bytes for u in units),
-            units=[u.to_dict() for u in units], work=str(work), val_ids=str(ids_file),
-            every=every, **mh, band_sources=[sources.get(Path(u.shard).name) for u in units])
-    except BaseException:
-        # a task failed: the pool's other workers would go on writing into the work folder
-        # after the run (or the next item's scan) has emptied it, so they are stopped first
-        abandon_pool()
-        raise
-    res = load_task_results(work, "scan", len(units))
-    val = {}
-    for r in range(len(units)):
-        t = pq.ParquetFile(work / f"val-{r:05d}.parquet").read()
-        val.update(zip(t.column("id").to_pylist(), t.column("text").to_pylist()))
-    sample = [x for r in range(len(units))
-              for x in pq.ParquetFile(work / f"sample-{r:05d}.parquet").read().column("text").to_pylist()]
-    return {"val": val, "sample": sample, "docs": sum(r["docs"] for r in res), "units": units,
-            "offsets": unit_offsets(units), "work": work, "minhash": mh,
-            "bands_kept": sum(r["bands_kept"] for r in res), "band_note": band_note}
 
 
 def count_token(path: Path, token: int, chunk: int) -> tuple[int, int, int | None]:
@@ -652,16 +388,6 @@ def check_compression(ctx: Context) -> Item:
     return it
 
 
-def minhash_config(ctx: Context) -> dict:
-    """dedup_minhash.py's MinHash settings as that stage ran (its defaults otherwise)."""
-    try:
-        cfg = ctx.stage_manifest("dedup_minhash")[1]["config"]
-    except Missing:
-        cfg = {}
-    return {"num_perm": cfg.get("num_perm", 128), "ngram": cfg.get("ngram", 5),
-            "seed": cfg.get("seed", 1), "bands": cfg.get("bands", 16), "rows": cfg.get("rows", 8)}
-
-
 def val_candidates(scan: dict, vband: np.ndarray) -> list[tuple[int, int]]:
     """(train global index, val index) pairs that share a band hash: every pair LSH would
     compare, found unit by unit with numpy over the scan's band files (each read once)."""
@@ -829,43 +555,6 @@ TITLES = {1: "train.bin / val.bin sizes", 2: "decoded windows", 3: "tokenizer ro
           8: "val not in train", 9: "smoke run", 10: "nothing lost"}
 
 
-# what only a write gets: whichever file it names, verify.py's own output failed, not the data
-WRITE_ONLY = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
-
-
-def own_write_failed(e: BaseException, ctx: Context) -> bool:
-    """Whether `e` is a write of verify.py's own that failed (its work folder SCAN, where the
-    scan of items 1, 7 and 8 puts band hashes, samples and logs), not a check that could
-    not read its input. A full disk, a quota, a size limit or a read-only file system
-    happen only to a write; another error (no permission, a file in the way) is its own
-    only when it names a path in the work folder: the same error on an input is a FAIL."""
-    if not isinstance(e, OSError):
-        return False
-    if e.errno in WRITE_ONLY:
-        return True
-    work = (ctx.data / SCAN).absolute()
-    names = [Path(os.fsdecode(f)).absolute() for f in (e.filename, e.filename2)
-             if isinstance(f, (str, bytes, os.PathLike))]
-    return any(f == work or work in f.parents for f in names)
-
-
-def write_failed(e: OSError, path: Path, report: Path) -> StageError:
-    """The one line for a write of verify.py's own that failed: the path, why, and that the
-    previous report is kept. A StageError, so exit 2 as every stage's write errors: exit 1
-    says a check FAILed, which a full disk says nothing about."""
-    why = WRITE_ERRORS.get(e.errno) or IN_THE_WAY.get(e.errno) or e.strerror or str(e)
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        with contextlib.suppress(OSError):
-            why += f" ({human_bytes(free_bytes(path.parent))} free)"
-    kept = (f"the previous report {display_path(report)} is unchanged" if report.is_file()
-            else "no report was written")
-    return StageError(f"cannot write {display_path(path)}: {why}; {kept}")
-
-
-def report_path(ctx: Context) -> Path:
-    return Path(ctx.args.report) if ctx.args.report else ctx.data / REPORT_NAME
-
-
 def run_check(fn, num: int, ctx: Context) -> Item:
     """Run one item; a missing prerequisite is a FAIL that names the stage to run. A write
     of verify.py's own that fails stops the run instead (write_failed): the checklist
@@ -888,72 +577,8 @@ def run_check(fn, num: int, ctx: Context) -> Item:
 
 
 # --------------------------------------------------------------------------------------
-# Output.
+# The command line (the report it writes: pipeline/verify_report.py).
 # --------------------------------------------------------------------------------------
-
-def render_terminal(items: list[Item]) -> str:
-    out = []
-    for it in items:
-        out.append(f"[{'PASS' if it.ok else 'FAIL'}] {it.num}. {it.title}")
-        out += [f"    {f}" for f in it.figures]
-        for d in it.details:
-            out += [f"    {line}" for line in d.splitlines()]
-        if not it.ok:
-            out.append(f"    likely cause / rerun: {it.cause}")
-    passed = sum(it.ok for it in items)
-    out.append(f"checklist: {passed} of {len(items)} items PASS, {len(items) - passed} FAIL")
-    return "\n".join(out)
-
-
-def render_markdown(items: list[Item], data_dir: Path) -> str:
-    md = [f"{REPORT_HEAD} for `{data_dir}`", "",
-          markdown_table(["#", "item", "result", "likely cause / rerun"],
-                         [[it.num, it.title, "PASS" if it.ok else "**FAIL**", it.cause or ""]
-                          for it in items]), ""]
-    for it in items:
-        md += [f"## {it.num}. {it.title}: {'PASS' if it.ok else 'FAIL'}", ""]
-        md += [f"- {f}" for f in it.figures]
-        if not it.ok:
-            md.append(f"- likely cause / rerun: {it.cause}")
-        for d in it.details:
-            md += ["", "```", d, "```"]
-        md.append("")
-    return "\n".join(md)
-
-
-def write_report(report: Path, markdown: str, data: dict) -> None:
-    """Write the report (Markdown) and its .json, both whole under temporary names before
-    either is renamed over the previous one: a write that fails (a full disk, a size
-    limit, a read-only folder) leaves the previous pair as it was, without temporary
-    files, and stops with one line (write_failed) instead of a traceback."""
-    js = report.with_suffix(".json")
-    md_tmp, js_tmp = report.with_name(report.name + ".tmp"), js.with_name(js.name + ".new")
-    where = report
-    try:
-        md_tmp.write_text(markdown, encoding="utf-8")
-        where = js
-        write_json(js_tmp, data)
-        where = report
-        os.replace(md_tmp, report)
-        where = js
-        os.replace(js_tmp, js)
-    except OSError as e:
-        for tmp in (md_tmp, js_tmp, js_tmp.with_name(js_tmp.name + ".tmp")):  # and write_json's
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-        raise write_failed(e, where, report) from None
-
-
-def manifest_fingerprints(data: Path) -> dict[str, str]:
-    """Each stage manifest's output fingerprint as verify.py saw it (relative path ->
-    fingerprint): the checklist is stale once any of them changes."""
-    out = {}
-    for m in sorted(list(data.glob(f"*/{MANIFEST}")) + [data / PACK_MANIFEST]):
-        try:
-            out[str(m.relative_to(data))] = str(json.loads(m.read_text())["output_fingerprint"])
-        except (OSError, ValueError, KeyError, TypeError):   # unreadable: the items say so
-            continue
-    return out
 
 
 def parse_args(argv):
