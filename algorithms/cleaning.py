@@ -388,6 +388,11 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
     except (Exception, SystemExit) as e:   # the user's code: any error (or exit) on one line
         raise StageError(f"--rules {pack}: {type(e).__name__}: {e}") from None
     rules = getattr(module, "RULES", None)
+    if isinstance(rules, Rule) or (rules is not None and not isinstance(rules, (list, tuple))):
+        # a generator would be used up by the check below, and its rules lost without a word
+        what = "one Rule" if isinstance(rules, Rule) else f"of type {type(rules).__name__}"
+        raise StageError(f"--rules {pack}: RULES is {what}, not a list of Rule: write "
+                         "RULES = [...]")
     if not rules or not all(isinstance(r, Rule) for r in rules):
         raise StageError(f"--rules {pack}: the file must define RULES, a list of "
                          "algorithms.cleaning.Rule")
@@ -446,6 +451,11 @@ def declaration_error(r: Rule) -> str | None:
     t = r.threshold
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
         return f"its threshold {t!r} must be a finite number"
+    if not isinstance(r.valid, (tuple, list)) or len(r.valid) != 2 or not all(
+            x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)
+                          and not math.isnan(x)) for x in r.valid):
+        return (f"its valid {r.valid!r} must be (lowest, highest), each a number or None "
+                "(no bound)")
     lo, hi = r.valid
     if (lo is not None and t < lo) or (hi is not None and t > hi):
         return f"its threshold {t!r} is outside its own valid range {r.valid!r}"
@@ -613,6 +623,10 @@ def _user_values(rule: Rule, fn: Callable, texts) -> np.ndarray:
     if values.ndim == 0:
         raise StageError(f"rule {rule.name!r}: its measure gave {type(got).__name__} "
                          f"{str(got)[:40]!r}, not a list of one number per document")
+    if values.ndim != 1:
+        raise StageError(f"rule {rule.name!r}: its measure gave an array of shape "
+                         f"{values.shape} for {len(texts)} documents (one number per document, "
+                         "a flat list)")
     if values.shape != (len(texts),):
         raise StageError(f"rule {rule.name!r}: its measure gave {values.size} values for "
                          f"{len(texts)} documents (one number per document)")

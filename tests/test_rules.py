@@ -255,9 +255,22 @@ BAD_RULES = {   # a rule file's body -> what the one-line error says
                       "rule 'x': its measure raised SystemExit"),
     "measure None": (_R.format(signal="xs", measure="lambda t: None", flag="--x-min"),
                      "rule 'x': its measure gave NoneType 'None', not a list of one number"),
+    "one rule, not a list": (_R.format(signal="xs", measure="ones", flag="--x-min")
+                             .replace("RULES = [", "RULES = ").rstrip("]"),
+                             "RULES is one Rule, not a list of Rule: write RULES = [...]"),
+    "a generator": (_R.format(signal="xs", measure="ones", flag="--x-min")
+                    .replace("RULES = [", "RULES = (r for r in [") + ")",
+                    "RULES is of type generator, not a list of Rule"),
+    "valid None": ('RULES = [Rule("x", "d", "xs", ones, 0.5, "below", "--x-min", bins=(0, 1), '
+                   'valid=None)]', "its valid None must be (lowest, highest)"),
+    "valid text": ('RULES = [Rule("x", "d", "xs", ones, 0.5, "below", "--x-min", bins=(0, 1), '
+                   'valid=("0", 1))]', "its valid ('0', 1) must be (lowest, highest)"),
+    "2-D values": (_R.format(signal="xs", measure="lambda t: np.ones((len(t), 1))",
+                             flag="--x-min"),
+                   "rule 'x': its measure gave an array of shape (400, 1) for 400 documents"),
 }
 MEASURED_IN_TASKS = ("one short", "strings", "NaN", "raises", "int inf", "int fraction",
-                     "measure exits", "measure None")
+                     "measure exits", "measure None", "2-D values")
 
 
 @pytest.mark.parametrize("case", list(BAD_RULES))
