@@ -17,7 +17,10 @@ def plan_sweep(base: Recipe, sweeps: list[tuple[str, list]]) -> tuple[list[Recip
     """The recipes to judge (the given one first) and, per swept parameter, the index of
     the recipe behind each value."""
     configs = [base]
-    index = {base: 0}
+    # the same recipe is the same thresholds and languages (the rules are the base's):
+    # recipes are told apart by those, never hashed whole (a rule of a file may hold a list,
+    # an array or an unhashable measure)
+    index = {(base.values, base.languages): 0}
     plan = []
     by_key = {r.key: r for r in base.rules}
     for name, values in sweeps:
@@ -32,10 +35,11 @@ def plan_sweep(base: Recipe, sweeps: list[tuple[str, list]]) -> tuple[list[Recip
                 rec = base.with_threshold(by_key[key], {**per, lang: v})
             else:
                 rec = base.with_threshold(by_key[key], v)
-            if rec not in index:
-                index[rec] = len(configs)
+            same = (rec.values, rec.languages)
+            if same not in index:
+                index[same] = len(configs)
                 configs.append(rec)
-            idx.append(index[rec])
+            idx.append(index[same])
         plan.append({"param": name, "values": values, "configs": idx})
     return configs, plan
 

@@ -486,3 +486,29 @@ def test_built_in_rules_pass_the_declaration_check_and_settings_are_reserved(raw
                  for r in cleaning.load_rules(p)}
     assert set(config) - rule_keys <= set(cleaning.RESERVED_KEYS), set(config) - rule_keys
     assert "rule_code" in config
+
+
+def test_a_rule_declared_with_lists_arrays_or_a_dataclass_measure_sweeps(raw, tmp_path):
+    """A rule's bins as a numpy array or a list, its languages as a list, and a measure
+    that is a dataclass instance (unhashable, as dataclasses are by default) run, and
+    sweep: the sweep's row at the run's threshold removes what the run removed."""
+    f = tmp_path / "loose_rule.py"
+    f.write_text(
+        "from dataclasses import dataclass\nimport numpy as np\n"
+        "from algorithms.cleaning import Rule\n"
+        "@dataclass\nclass Count:\n    ch: str\n"
+        "    def __call__(self, texts):\n"
+        "        return np.array([(t or '').count(self.ch) for t in texts.to_pylist()], float)\n"
+        "RULES = [Rule('few_dots', 'd', 'dots', Count('.'), 3.0, 'below', '--min-dots',\n"
+        "              bins=np.linspace(0, 100, 11), languages=['en']),\n"
+        "         Rule('many_commas', 'd', 'commas', Count(','), 500.0, 'above', '--max-commas',\n"
+        "              bins=[0.0, 10.0, 1000.0])]\n")
+    out = tmp_path / "cleaned"
+    clean(raw, out, "--rules", f"tutorial,{f}")
+    removed = manifest(out)["counts"]["removed"]["few_dots"]
+    assert removed > 0
+    cp = clean(raw, out, "--rules", f"tutorial,{f}", "--sweep", "min_dots=1,3",
+               "--sweep", "max_commas=100,500", check=False)
+    assert cp.returncode == 0 and "Traceback" not in cp.stderr, cp.stderr
+    sweeps = json.loads((out / "report" / "sweep.json").read_text())["sweeps"]
+    assert [v["removed"]["few_dots"] for v in sweeps[0]["values"]][1] == removed
