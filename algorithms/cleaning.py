@@ -30,6 +30,7 @@ import hashlib
 import inspect
 import math
 import re
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -383,9 +384,13 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
                          "nor a Python file of rules")
     spec = importlib.util.spec_from_file_location(f"{USER_MODULE}{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
+    # in sys.modules while it runs, as an imported module is: dataclasses (with postponed
+    # annotations) and typing look a class's module up there
+    sys.modules[spec.name] = module
     try:
         spec.loader.exec_module(module)
     except (Exception, SystemExit) as e:   # the user's code: any error (or exit) on one line
+        sys.modules.pop(spec.name, None)
         raise StageError(f"--rules {pack}: {type(e).__name__}: {e}") from None
     rules = getattr(module, "RULES", None)
     if isinstance(rules, Rule) or (rules is not None and not isinstance(rules, (list, tuple))):

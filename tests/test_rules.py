@@ -512,3 +512,21 @@ def test_a_rule_declared_with_lists_arrays_or_a_dataclass_measure_sweeps(raw, tm
     assert cp.returncode == 0 and "Traceback" not in cp.stderr, cp.stderr
     sweeps = json.loads((out / "report" / "sweep.json").read_text())["sweeps"]
     assert [v["removed"]["few_dots"] for v in sweeps[0]["values"]][1] == removed
+
+
+def test_a_rule_file_may_define_a_dataclass_with_postponed_annotations(raw, tmp_path):
+    """`from __future__ import annotations` with a @dataclass is ordinary Python; the
+    dataclass machinery looks its module up in sys.modules, so the rule file loads as a
+    module that is there while it runs."""
+    f = tmp_path / "dc_rule.py"
+    f.write_text(
+        "from __future__ import annotations\nfrom dataclasses import dataclass\n"
+        "import numpy as np\nfrom algorithms.cleaning import Rule\n"
+        "@dataclass(frozen=True)\nclass Count:\n    ch: str\n"
+        "    def __call__(self, texts):\n"
+        "        return np.array([(t or '').count(self.ch) for t in texts.to_pylist()], float)\n"
+        "RULES = [Rule('few_dots', 'd', 'dots', Count('.'), 3.0, 'below', '--min-dots',\n"
+        "              bins=(0.0, 10.0, 100.0))]\n")
+    cp = clean(raw, tmp_path / "cleaned", "--rules", f"tutorial,{f}", check=False)
+    assert cp.returncode == 0, cp.stderr
+    assert manifest(tmp_path / "cleaned")["counts"]["removed"]["few_dots"] > 0
