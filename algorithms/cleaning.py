@@ -201,6 +201,7 @@ class Rule:
                  another language is never removed by it
     shows:       how the report writes the threshold ("< {t} chars"; {t} is the value)
     valid:       (lowest, highest) allowed threshold, None for no bound
+    file_code:   set by load_rules for a rule of a file: a digest of the file's bytes
     """
     name: str
     description: str
@@ -216,6 +217,7 @@ class Rule:
     shows: str = ""
     valid: tuple = (None, None)
     version: str = "1"
+    file_code: str = ""
 
     def __post_init__(self):
         if self.removes not in ("below", "above"):
@@ -234,7 +236,21 @@ class Rule:
         if isinstance(m, Measure):   # a pass of a rule file: its code too
             return (f"{m.source.version}:{_source_version(m.source.fn)}" if in_rule_file(m)
                     else f"{m.source.version}")
-        return f"{self.version}:{_source_version(m)}" if m is not None else self.version
+        if m is None:
+            return self.version
+        version = f"{self.version}:{_source_version(m)}"
+        if self.file_code and not in_rule_file(m):
+            # a function from elsewhere, chosen (and configured) by the file: its source
+            # need not tell it apart (pyarrow's generated kernels share one), the file does
+            version += f":{self.file_code}"
+        return version
+
+    @property
+    def file_dependent(self) -> bool:
+        """Whether the signal's version holds a rule file's code."""
+        m = self.measure
+        return m is not None and (in_rule_file(m) or (bool(self.file_code)
+                                                      and not isinstance(m, Measure)))
 
     def skips(self, lang: str) -> bool:
         """Whether this rule never removes a document of language `lang` ("*": the
@@ -405,7 +421,9 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
         why = declaration_error(r)
         if why:
             raise StageError(f"--rules {pack}: rule {r.name!r}: {why}")
-    return tuple(rules)
+    # every rule of the file depends on it, whatever its measure is
+    digest = hashlib.sha1(path.read_bytes()).hexdigest()[:12]
+    return tuple(replace(r, file_code=digest) for r in rules)
 
 
 # What a rule may not call its signal: the export's and the kept signals' own columns.
@@ -565,8 +583,7 @@ class Recipe:
         out["rules"] = list(self.packs)
         # the code of a rule file's rules: an edited file is another config, so a run it
         # stopped does not resume with what the old code measured, and its sweeps go stale
-        code = {r.name: r.signal_version for r in self.rules
-                if r.measure is not None and in_rule_file(r.measure)}
+        code = {r.name: r.signal_version for r in self.rules if r.file_dependent}
         if code:
             out["rule_code"] = code
         return out

@@ -530,3 +530,26 @@ def test_a_rule_file_may_define_a_dataclass_with_postponed_annotations(raw, tmp_
     cp = clean(raw, tmp_path / "cleaned", "--rules", f"tutorial,{f}", check=False)
     assert cp.returncode == 0, cp.stderr
     assert manifest(tmp_path / "cleaned")["counts"]["removed"]["few_dots"] > 0
+
+
+def test_editing_which_library_function_a_rule_file_uses_measures_again(raw, tmp_path):
+    """A rule file whose measure is not its own function (pyarrow's utf8_length, whose
+    source is the same generated wrapper as binary_length's): switching it to another is
+    an edit of the file, and the rerun equals a fresh run instead of reusing the old
+    signal; the manifest records the file's code for it."""
+    f = tmp_path / "length_rule.py"
+    code = ("import pyarrow.compute as pc\nfrom algorithms.cleaning import Rule\n"
+            "RULES = [Rule('long', 'd', 'length', pc.{fn}, 1000, 'above', '--max-length', int,\n"
+            "              bins=(0.0, 1e3, 1e6))]\n")
+    f.write_text(code.format(fn="utf8_length"))
+    out = tmp_path / "cleaned"
+    clean(raw, out, "--rules", f"tutorial,{f}")
+    chars = manifest(out)["counts"]["removed"]["long"]
+    f.write_text(code.format(fn="binary_length"))
+    clean(raw, out, "--rules", f"tutorial,{f}")
+    m = manifest(out)
+    assert m["signals"]["measured"] == {"length": m["signals"]["tasks"]}
+    assert m["counts"]["removed"]["long"] > chars       # Chinese text: 3 bytes a character
+    clean(raw, tmp_path / "fresh", "--rules", f"tutorial,{f}")
+    assert data_files(out) == data_files(tmp_path / "fresh")
+    assert set(m["config"]["rule_code"]) == {"long"}
