@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 from algorithms.cleaning import LanguageRule, Recipe
+from pipeline import kept_store
 from pipeline.disk import check_out_path
 from pipeline.errors import ArgumentParser, StageError
-from pipeline.staging import staging_path
+from pipeline.staging import run_owned_paths, staging_path
 from pipeline.sweep import parse_sweep
 
 
@@ -138,8 +139,10 @@ def check_languages(args, recipe: Recipe, known: set[str], model: Path) -> None:
 
 def check_export_path(args) -> None:
     """--export-signals must name a file that nothing else of this run owns: never in
-    the input (it would replace a shard) nor in the output folder or its staging folder
-    (the commit replaces those whole), never a folder, under a folder (made if missing)."""
+    the input (it would replace a shard) nor in the output folder, its staging folder,
+    the sweeps' signals store, the previous output's place or the task logs' folder (the
+    commit replaces or deletes those whole), never a folder, under a folder (made if
+    missing)."""
     if getattr(args, "sweep", None):
         raise StageError(f"--export-signals {args.export_signals}: a sweep only reports "
                          "(it writes no output); export with a run, without --sweep")
@@ -149,7 +152,10 @@ def check_export_path(args) -> None:
     dest = Path(args.export_signals).resolve()
     out = Path(args.output).resolve()
     owned = {"--input": Path(args.input).resolve(), "--output": out,
-             "the staging folder": staging_path(out, "clean", False)}
+             "the staging folder": staging_path(out, "clean", False),
+             # deleted once a run commits (the signals it kept are merged into the output's)
+             "the sweeps' signals store": kept_store.side_store(out, "signals"),
+             **run_owned_paths(out, "clean", False)}
     for what, folder in owned.items():
         if dest == folder or folder in dest.parents:
             raise StageError(f"--export-signals {args.export_signals}: inside {what} "

@@ -91,6 +91,26 @@ def staging_path(output: Path, stage: str, files_into: bool) -> Path:
     return output.parent / f".{output.name}.partial"
 
 
+def old_path(output: Path, stage: str, files_into: bool) -> Path:
+    """Where a commit keeps the previous output until the new one is in: `data/.cleaned.old`
+    beside a folder, `data/.pack_parallel.old` for files written into a folder."""
+    output = Path(output)
+    return output / f".{stage}.old" if files_into else output.parent / f".{output.name}.old"
+
+
+def logs_home(output: Path, stage: str, files_into: bool) -> Path:
+    """data/logs/<stage>/: where a committed run's task logs are kept (replaced whole)."""
+    output = Path(output)
+    return (output if files_into else output.parent) / "logs" / stage
+
+
+def run_owned_paths(output: Path, stage: str, files_into: bool) -> dict[str, Path]:
+    """Besides the output and its staging folder, the places a commit of `stage` replaces
+    or deletes whole, by what they are: a file another tool puts there is lost."""
+    return {"the previous output's place during a commit": old_path(output, stage, files_into),
+            "the task logs' folder": logs_home(output, stage, files_into)}
+
+
 class StageRun:
     """One run of one stage, writing a directory (or, with `files_into`, files in a folder)."""
 
@@ -271,7 +291,7 @@ class StageRun:
 
     def _logs_home(self) -> Path:
         """data/logs/<stage>/: where a committed run's task logs are kept."""
-        return (self.output if self.files_into else self.output.parent) / "logs" / self.stage
+        return logs_home(self.output, self.stage, self.files_into)
 
     def _keep_logs(self) -> Path | None:
         """datatrove's task logs move to data/logs/<stage>/, out of the output itself;
@@ -345,7 +365,7 @@ class StageRun:
                          "empty or remove that folder")
 
     def _old(self) -> Path:
-        return self.output.parent / f".{self.output.name}.old"
+        return old_path(self.output, self.stage, False)
 
     def _recover(self) -> None:
         """Finish or undo a commit that a crash interrupted between its two renames."""
@@ -376,7 +396,7 @@ class StageRun:
 
     def _aside(self) -> Path:
         """Where a files_into commit keeps the previous set until the new one is in."""
-        return self.output / f".{self.stage}.old"
+        return old_path(self.output, self.stage, True)
 
     def _commit_files(self, files: list[dict]) -> None:
         """Move single files into an existing folder, all or none: the previous set first

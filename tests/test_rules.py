@@ -329,6 +329,11 @@ def test_an_export_that_would_overwrite_or_be_lost_is_refused(raw, tmp_path):
     (tmp_path / "y.parquet").mkdir()
     for dest, says in [(shard, "inside --input"), (d / "cleaned" / "x.parquet", "inside --output"),
                        (d / ".cleaned.partial" / "x.parquet", "inside the staging folder"),
+                       # a sweep's store (deleted once a run commits), the previous output
+                       # while a commit replaces it, the task logs' folder (replaced whole)
+                       (d / ".cleaned.signals" / "x.parquet", "inside the sweeps' signals"),
+                       (d / ".cleaned.old" / "x.parquet", "inside the previous output's"),
+                       (d / "logs" / "clean" / "x.parquet", "inside the task logs' folder"),
                        (tmp_path / "y.parquet", "is a folder"),
                        (tmp_path / "a_file" / "x.parquet", "is a file"),
                        ("", "name it *.parquet"), (USER_RULE, "name it *.parquet"),
@@ -342,6 +347,7 @@ def test_an_export_that_would_overwrite_or_be_lost_is_refused(raw, tmp_path):
     assert "a sweep only reports" in line
     assert data_files(d / "raw") == inputs and data_files(d / "cleaned") == outputs
     assert not (tmp_path / "x.parquet").exists()
+    assert not (d / ".cleaned.signals").exists() and not (d / ".cleaned.old").exists()
 
 
 def test_editing_a_constant_of_a_rule_file_measures_its_signal_again(raw, tmp_path):
