@@ -157,12 +157,13 @@ def _source_version(fn: Callable) -> str:
     fn = _function_of(fn)   # a callable object: its class's code (never its address)
     try:
         if getattr(fn, "__module__", "").startswith(USER_MODULE):
-            code = fn.__qualname__ + "\n" + Path(fn.__code__.co_filename).read_text("utf-8")
+            # the file's bytes, whatever its encoding (a Latin-1 file is valid Python)
+            code = (fn.__qualname__ + "\n").encode() + Path(fn.__code__.co_filename).read_bytes()
         else:
-            code = inspect.getsource(fn)
+            code = inspect.getsource(fn).encode()
     except (OSError, TypeError, AttributeError, UnicodeDecodeError):
-        code = getattr(fn, "__qualname__", None) or type(fn).__qualname__
-    return hashlib.sha1(code.encode()).hexdigest()[:12]
+        code = (getattr(fn, "__qualname__", None) or type(fn).__qualname__).encode()
+    return hashlib.sha1(code).hexdigest()[:12]
 
 
 def _function_of(fn: Callable) -> Callable:

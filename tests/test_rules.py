@@ -559,3 +559,24 @@ def test_editing_which_library_function_a_rule_file_uses_measures_again(raw, tmp
     clean(raw, tmp_path / "fresh", "--rules", f"tutorial,{f}")
     assert data_files(out) == data_files(tmp_path / "fresh")
     assert set(m["config"]["rule_code"]) == {"long"}
+
+
+def test_editing_a_rule_file_in_another_encoding_measures_its_signal_again(raw, tmp_path):
+    """A rule file in Latin-1 (declared by its coding line, as Python allows) is known by
+    its bytes like any other: editing a constant in it invalidates its kept signal."""
+    f = tmp_path / "latin_rule.py"
+    code = ('# -*- coding: latin-1 -*-\nimport numpy as np\nfrom algorithms.cleaning import Rule\n'
+            'NAME = "r\xe9sum\xe9"\nK = {k}\n'
+            'def f(texts):\n    return np.full(len(texts), K)\n'
+            'RULES = [Rule("const_rule", "c", "const_sig", f, 0.5, "below", "--const-min", '
+            'bins=(0.0, 1.0))]\n')
+    f.write_bytes(code.format(k=1.0).encode("latin-1"))
+    clean(raw, tmp_path / "a", "--rules", f"tutorial,{f}")
+    assert manifest(tmp_path / "a")["counts"]["removed"]["const_rule"] == 0
+    f.write_bytes(code.format(k=0.0).encode("latin-1"))
+    clean(raw, tmp_path / "a", "--rules", f"tutorial,{f}")
+    m = manifest(tmp_path / "a")
+    assert m["signals"]["measured"] == {"const_sig": m["signals"]["tasks"]}
+    assert m["counts"]["docs_out"] == 0
+    clean(raw, tmp_path / "fresh", "--rules", f"tutorial,{f}")
+    assert data_files(tmp_path / "a") == data_files(tmp_path / "fresh")
