@@ -10,7 +10,9 @@ of the run owns (check_export_path). Each refusal is one line naming the flag an
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 from algorithms.cleaning import LanguageRule, Recipe
@@ -161,11 +163,11 @@ def check_export_path(args) -> None:
             raise StageError(f"--export-signals {args.export_signals}: inside {what} "
                              f"({folder}); write it elsewhere")
     check_out_path("--export-signals", args.export_signals, folder=False)
-    probe = dest.with_name(dest.name + ".probe")   # a place that takes no file: now, not
-    try:                                           # after the whole run
+    try:   # a place that takes no file: now, not after the whole run
         dest.parent.mkdir(parents=True, exist_ok=True)
-        probe.open("wb").close()
-        probe.unlink()
+        fd, probe = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".probe", dir=dest.parent)
+        os.close(fd)
+        os.unlink(probe)
     except OSError as e:
         raise StageError(f"--export-signals {args.export_signals}: cannot write there "
                          f"({e.strerror or e})") from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from pathlib import Path
 
 import numpy as np
@@ -51,17 +52,22 @@ def export_table(ids, recipe: Recipe, d: Decider | None, code: np.ndarray,
 def write_export(staging: Path, units: list[Unit], dest: Path) -> int:
     """The tasks' export files, in corpus order, as one parquet file at dest (atomically)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(dest.name + ".tmp")
+    # a name of its own beside dest (never a file of the user's, such as x.parquet.tmp),
+    # made by the writer: the export gets the mode any new file gets
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     writer, rows = None, 0
-    for u in units:
-        t = pq.read_table(staging / "_export" / u.name)
-        if writer is None:
-            writer = pq.ParquetWriter(tmp, t.schema, compression="zstd")
-        writer.write_table(t)
-        rows += t.num_rows
-    if writer is not None:
-        writer.close()
-        os.replace(tmp, dest)
+    try:
+        for u in units:
+            t = pq.read_table(staging / "_export" / u.name)
+            if writer is None:
+                writer = pq.ParquetWriter(tmp, t.schema, compression="zstd")
+            writer.write_table(t)
+            rows += t.num_rows
+        if writer is not None:
+            writer.close()
+            os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
     return rows
 
 

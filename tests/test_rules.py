@@ -580,3 +580,22 @@ def test_editing_a_rule_file_in_another_encoding_measures_its_signal_again(raw, 
     assert m["counts"]["docs_out"] == 0
     clean(raw, tmp_path / "fresh", "--rules", f"tutorial,{f}")
     assert data_files(tmp_path / "a") == data_files(tmp_path / "fresh")
+
+
+def test_an_export_leaves_the_files_beside_it_alone(raw, tmp_path):
+    """Writing an export tries its folder first and writes it under a temporary name:
+    neither may be a name a file of the user's already has (x.parquet.probe,
+    x.parquet.tmp), which would be truncated or replaced."""
+    ex = tmp_path / "exports"
+    ex.mkdir()
+    mine = {ex / "x.parquet.probe": b"notes", ex / "x.parquet.tmp": b"draft"}
+    for p, b in mine.items():
+        p.write_bytes(b)
+    clean(raw, tmp_path / "cleaned", "--export-signals", ex / "x.parquet")
+    assert {p: p.read_bytes() for p in mine if p.exists()} == mine
+    assert sorted(p.name for p in ex.iterdir()) == ["x.parquet", "x.parquet.probe",
+                                                    "x.parquet.tmp"]
+    # made like any new file (a private temporary file's mode would stay on the export)
+    new = ex / "new_file"
+    new.touch()
+    assert (ex / "x.parquet").stat().st_mode == new.stat().st_mode
