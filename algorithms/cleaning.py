@@ -448,6 +448,9 @@ def declaration_error(r: Rule) -> str | None:
                 "names a report file)")
     if r.name in RESERVED_NAMES:
         return f"{r.name!r} names the tables' row of the documents no rule removed"
+    if not isinstance(r.description, str) or not r.description.strip():
+        return (f"its description {r.description!r} must be text (the flag's help and the "
+                "report say it)")
     if not isinstance(r.flag, str) or not _FLAG.fullmatch(r.flag):
         return f"its flag {r.flag!r} must look like --min-something (lower case)"
     if r.key in RESERVED_KEYS:
@@ -475,6 +478,8 @@ def declaration_error(r: Rule) -> str | None:
     t = r.threshold
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
         return f"its threshold {t!r} must be a finite number"
+    if r.kind is int and t != int(t):   # its flag takes whole numbers only: never given back
+        return f"its threshold {t!r} is not a whole number, but the rule is declared int"
     if not isinstance(r.valid, (tuple, list)) or len(r.valid) != 2 or not all(
             x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)
                           and not math.isnan(x)) for x in r.valid):
@@ -493,11 +498,16 @@ def declaration_error(r: Rule) -> str | None:
 
 def recipe_error(rules: tuple[Rule, ...]) -> str | None:
     """What is wrong with running these rules together, or None: two rules of one name,
-    flag or signal (a signal two rules share must be the same measure)."""
+    flag or signal (a signal two rules share must be the same measure), two language
+    rules."""
     if not rules:
         return "no rules to run"
     if len(rules) > MAX_RULES:
         return f"{len(rules)} rules: at most {MAX_RULES} run together"
+    langs = [r.name for r in rules if isinstance(r, LanguageRule)]
+    if len(langs) > 1:   # a run decides each document's language once, by one threshold
+        return (f"rules {langs[0]!r} and {langs[1]!r} are both language rules: a run has one "
+                "(the tutorial's lang, --min-lang-conf)")
     seen: dict[str, Rule] = {}
     for r in rules:
         for what, key in (("name", r.name), ("flag", r.key)):

@@ -268,6 +268,15 @@ BAD_RULES = {   # a rule file's body -> what the one-line error says
     "2-D values": (_R.format(signal="xs", measure="lambda t: np.ones((len(t), 1))",
                              flag="--x-min"),
                    "rule 'x': its measure gave an array of shape (400, 1) for 400 documents"),
+    "description not text": ('RULES = [Rule("x", 5, "xs", ones, 0.5, "below", "--x-min", '
+                             'bins=(0, 1))]', "its description 5 must be text"),
+    "int default fraction": ('RULES = [Rule("x", "d", "xs", ones, 0.5, "below", "--x-min", int, '
+                             'bins=(0, 1))]', "its threshold 0.5 is not a whole number, but "
+                                              "the rule is declared int"),
+    "second language rule": ("from algorithms.cleaning import LanguageRule\n"
+                             'RULES = [LanguageRule("lang2", "d", "lc2", None, 0.5, "below", '
+                             '"--min-lang2", float, bins=(0, 1))]',
+                             "rules 'lang' and 'lang2' are both language rules"),
 }
 MEASURED_IN_TASKS = ("one short", "strings", "NaN", "raises", "int inf", "int fraction",
                      "measure exits", "measure None", "2-D values")
