@@ -274,9 +274,11 @@ def run(run: Run) -> Output:
     counts = {k: tot[k] for k in ("docs_in", "docs_out", "bytes_in", "bytes_out")}
     counts["removed"] = dict(tot["removed"])
     reused = sum(bool(r["file"].get("reused")) for r in results)
-    exported = []
-    if args.export_signals:
-        n = write_export(run.staging, run.units, Path(args.export_signals))
+    exported, outside = [], {}
+    if args.export_signals:   # in place once the output is committed
+        n, tmp = write_export(run.staging, run.units, Path(args.export_signals))
+        if tmp is not None:
+            outside[tmp] = Path(args.export_signals)
         exported = [f"wrote {args.export_signals}: {n:,} documents, their verdict and "
                     f"{len(recipe.signals())} signals (language-ID calls made "
                     f"{signals['lid_calls_made']:,}, reused {signals['lid_calls_reused']:,}; "
@@ -291,7 +293,7 @@ def run(run: Run) -> Output:
                  f"wrote {out}/ ({len(results)} shards"
                  f"{f', {reused} reused unchanged' if reused else ''}), "
                  f"{out}/report/clean_stats.md and removed examples in "
-                 f"{out}/report/removed_<rule>.jsonl", *exported])
+                 f"{out}/report/removed_<rule>.jsonl", *exported], outside=outside)
 
 
 def after_commit(run: Run) -> None:

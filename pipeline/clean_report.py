@@ -49,8 +49,11 @@ def export_table(ids, recipe: Recipe, d: Decider | None, code: np.ndarray,
     return pa.table(cols)
 
 
-def write_export(staging: Path, units: list[Unit], dest: Path) -> int:
-    """The tasks' export files, in corpus order, as one parquet file at dest (atomically)."""
+def write_export(staging: Path, units: list[Unit], dest: Path) -> tuple[int, Path | None]:
+    """The tasks' export files, in corpus order, as one parquet file beside dest under a
+    temporary name: (rows, that file), which the stage moves to dest once its output is
+    committed (Output.outside), so a run that fails leaves the previous export with the
+    previous output. (rows, None) when there is nothing to write."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     # a name of its own beside dest (never a file of the user's, such as x.parquet.tmp),
     # made by the writer: the export gets the mode any new file gets
@@ -65,10 +68,10 @@ def write_export(staging: Path, units: list[Unit], dest: Path) -> int:
             rows += t.num_rows
         if writer is not None:
             writer.close()
-            os.replace(tmp, dest)
-    finally:
+    except BaseException:
         tmp.unlink(missing_ok=True)
-    return rows
+        raise
+    return rows, (tmp if writer is not None else None)
 
 
 class Examples:

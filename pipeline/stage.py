@@ -66,6 +66,10 @@ class Output:
     extra: dict | None = None
     summary: list = field(default_factory=list)
     report_dir: str = "report"
+    # files written outside the output under temporary names ({temporary: final path}, an
+    # export beside it): put in place right after the commit, deleted if it fails, so a
+    # failed run leaves them as they were, with the previous output
+    outside: dict = field(default_factory=dict)
 
 
 class Run:
@@ -367,8 +371,15 @@ class Stage:
             raise StageError(f"{e} (the work done so far is kept in {staged.staging}: a "
                              "rerun with the same input and settings resumes from it, any "
                              f"other run into {args.output} replaces it)") from None
-        staged.commit(files=out.files, counts=out.counts, extra=out.extra,
-                      report_dir=out.report_dir)
+        try:
+            staged.commit(files=out.files, counts=out.counts, extra=out.extra,
+                          report_dir=out.report_dir)
+        except BaseException:
+            for tmp in out.outside:
+                Path(tmp).unlink(missing_ok=True)
+            raise
+        for tmp, dest in out.outside.items():
+            os.replace(tmp, dest)
         if self.after_commit:
             self.after_commit(run)
         for line in out.summary:   # notes and warnings to stderr, the rest to stdout

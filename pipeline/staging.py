@@ -111,6 +111,14 @@ def run_owned_paths(output: Path, stage: str, files_into: bool) -> dict[str, Pat
             "the task logs' folder": logs_home(output, stage, files_into)}
 
 
+def _drop_work(staging: Path) -> None:
+    """The tasks' results and work files (_results, _work, ...) served the merge and a
+    resume; they are not output."""
+    for p in staging.iterdir():
+        if p.name.startswith("_") and p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+
+
 class StageRun:
     """One run of one stage, writing a directory (or, with `files_into`, files in a folder)."""
 
@@ -313,17 +321,23 @@ class StageRun:
         return keep_logs
 
     def _commit_dir(self) -> None:
-        self._keep_logs()
-        # the tasks' results and work files (_results, _work, ...) served the merge and a
-        # resume; they are not output
-        for p in self.staging.iterdir():
-            if p.name.startswith("_") and p.is_dir():
-                shutil.rmtree(p, ignore_errors=True)
+        logs = self._keep_logs()
         old = self._old()
         if os.path.lexists(old):
             self._remove_old(old)
         if self.output.exists():
-            os.replace(self.output, old)   # a crash from here on is mended by _recover()
+            try:
+                os.replace(self.output, old)   # a crash from here on is mended by _recover()
+            except OSError as e:
+                if logs is not None:    # with their completion markers: the rerun resumes
+                    os.replace(logs, self.staging / "_logs")
+                if e.errno not in (errno.EPERM, errno.EBUSY):
+                    raise               # the disk's one line (pipeline.disk.write_error_line)
+                raise StageError(f"{display_path(self.output)}: cannot be replaced "
+                                 f"({e.strerror or e}); {display_path(self.output)} is "
+                                 "unchanged; fix this and rerun the same command (it "
+                                 "resumes)") from None
+        _drop_work(self.staging)
         os.replace(self.staging, self.output)
         (self.output / RUN_KEY).unlink(missing_ok=True)
         self._drop_previous(old)
@@ -377,6 +391,7 @@ class StageRun:
             return
         if not self.output.exists():
             if (self.staging / self.manifest_name).exists():
+                _drop_work(self.staging)
                 os.replace(self.staging, self.output)      # the new output was complete
                 (self.output / RUN_KEY).unlink(missing_ok=True)
             else:

@@ -608,3 +608,36 @@ def test_an_export_leaves_the_files_beside_it_alone(raw, tmp_path):
     new = ex / "new_file"
     new.touch()
     assert (ex / "x.parquet").stat().st_mode == new.stat().st_mode
+
+
+def test_a_run_whose_commit_fails_leaves_the_previous_export(raw, tmp_path):
+    """The export goes in place after the output is committed: a run that cannot commit
+    (an output folder that cannot be renamed) leaves the previous export with the previous
+    output, and no temporary file beside it. The next run that commits replaces both."""
+    import subprocess
+
+    out, ex = tmp_path / "cleaned", tmp_path / "exports" / "x.parquet"
+    clean(raw, out, "--export-signals", ex)
+    before = ex.read_bytes()
+    if subprocess.run(["chattr", "+i", str(out)], capture_output=True).returncode:
+        pytest.skip("chattr +i is not permitted here")
+    try:
+        cp = clean(raw, out, "--min-chars", "600", "--export-signals", ex, check=False)
+    finally:
+        subprocess.run(["chattr", "-i", str(out)], check=True)
+    assert cp.returncode == 2 and "Traceback" not in cp.stderr, cp.stderr
+    assert cp.stderr.strip().splitlines()[-1] == (
+        f"error: {out}: cannot be replaced (Operation not permitted); {out} is unchanged; "
+        "fix this and rerun the same command (it resumes)")
+    assert ex.read_bytes() == before
+    assert [p.name for p in ex.parent.iterdir()] == ["x.parquet"]
+    # the finished tasks' markers and results wait in the staging folder: the rerun resumes
+    staging = tmp_path / ".cleaned.partial"
+    assert list(staging.glob("_logs/*/completions/*")) and (staging / "_results").is_dir()
+    cp = clean(raw, out, "--min-chars", "600", "--export-signals", ex)
+    assert "resuming in" in cp.stderr
+    assert not [p for p in out.iterdir() if p.name.startswith("_")]   # no work files
+    verdicts = pq.read_table(ex, columns=["verdict"]).column(0).to_pylist()
+    assert ex.read_bytes() != before and verdicts.count("too_short") > 0
+    assert verdicts.count("too_short") > pq.read_table(
+        pa.BufferReader(before), columns=["verdict"]).column(0).to_pylist().count("too_short")
