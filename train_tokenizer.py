@@ -176,7 +176,8 @@ def run(run: Run) -> Output:
             real += batch[:tokenizer_checks.REAL_DOCS_CHECKED - len(real)]
             if len(real) >= tokenizer_checks.REAL_DOCS_CHECKED:
                 break
-        verification = tokenizer_checks.verify(tok, args.vocab_size, s["sample_bytes"], real)
+        verification = tokenizer_checks.verify(tok, args.vocab_size, s["sample_bytes"], real,
+                                                args.min_frequency)
     with run.phase("compression"):                             # 4.5
         comp = bpe_trainer.measure_compression_fast(tok, heldout)
     hf_diff = compare_with_bpetrainer(run, tok, tasks) if args.compare_hf else None
@@ -381,6 +382,8 @@ def check(args) -> None:
                     ("--min-frequency", args.min_frequency)):
         if v < 0:
             raise StageError(f"{flag} {v}: must not be negative")
+    if args.min_frequency >= 2 ** 63:   # the trainers' 64-bit counts (no sample gets near)
+        raise StageError(f"--min-frequency {args.min_frequency}: must be at most 2**63-1")
     if not 0 <= args.seed < 2 ** 64:
         raise StageError(f"--seed {args.seed}: must be between 0 and 2**64-1")
     if args.memory_budget != "auto":

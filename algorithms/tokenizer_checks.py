@@ -50,15 +50,23 @@ ROUND_TRIP_CASES = {
 REAL_DOCS_CHECKED = 200  # real documents in the round-trip check (held-out + sample)
 
 
-def check_vocab(tok, vocab_size: int, sample_bytes: int) -> dict:
+def check_vocab(tok, vocab_size: int, sample_bytes: int, min_frequency: int = 2) -> dict:
     got = tok.get_vocab_size(with_added_tokens=True)
     top = max_token_id(tok)
+    if got <= 256 + len(SPECIAL_TOKENS) < vocab_size:   # not one merge: no --vocab-size fits
+        raise StageError(
+            f"the vocabulary reached only {got:,} of --vocab-size {vocab_size:,} tokens: no "
+            f"pair of symbols in the training sample ({human_bytes(sample_bytes)}) occurs "
+            f"{max(min_frequency, 1):,} times or more (--min-frequency), so not one merge was "
+            "made and no --vocab-size can be reached. Use more data"
+            + (f", or lower --min-frequency {min_frequency:,}" if min_frequency > 2 else ""))
     if got < vocab_size:
         raise StageError(
             f"the vocabulary reached only {got:,} of --vocab-size {vocab_size:,} tokens: the "
             f"training sample ({human_bytes(sample_bytes)}) is too small to support it. Use "
             f"more data, or lower --vocab-size on purpose (at most {got:,} here; the "
-            "bundled sample uses --vocab-size 8000)")
+            "bundled sample uses --vocab-size 8000)"
+            + (f", or lower --min-frequency {min_frequency:,}" if min_frequency > 2 else ""))
     if got != vocab_size:
         raise StageError(f"the vocabulary has {got:,} tokens, expected {vocab_size:,}")
     if top >= ID_LIMIT:
@@ -105,12 +113,13 @@ def check_literal_specials(tok, plain) -> dict:
     return {"plain_text_ids": len(ids), "explicit_eos_ids": asked}
 
 
-def verify(tok, vocab_size: int, sample_bytes: int, real_docs: list[str]) -> dict:
+def verify(tok, vocab_size: int, sample_bytes: int, real_docs: list[str],
+           min_frequency: int = 2) -> dict:
     plain = ordinary_tokenizer(tok)
     cases = dict(ROUND_TRIP_CASES)
     cases.update({f"document {i}": t for i, t in enumerate(real_docs)})
     return {
-        **check_vocab(tok, vocab_size, sample_bytes),
+        **check_vocab(tok, vocab_size, sample_bytes, min_frequency),
         "special_ids": check_special_ids(tok),
         "round_trip_texts": check_round_trip(plain, cases),
         "round_trip_real_docs": len(real_docs),

@@ -250,6 +250,8 @@ def test_too_small_corpus_says_how_far_it_got(sample_layout, tmp_path):
     (["--seed", "-1"], "--seed -1: must be between 0 and 2**64-1"),
     (["--heldout-bytes", "-5"], "--heldout-bytes -5: must not be negative"),
     (["--max-doc-chars", "0"], "--max-doc-chars 0: must be positive"),
+    # 2**64 and above were a traceback after sampling (numba's typing, BpeTrainer's u64)
+    (["--min-frequency", str(2**64)], f"--min-frequency {2**64}: must be at most 2**63-1"),
 ])
 def test_bad_flags_give_one_line_errors(sample_layout, tmp_path, args, words):
     cp = run_script("train_tokenizer.py", "--input", sample_layout / "raw",
@@ -621,3 +623,38 @@ def test_a_corpus_wholly_held_out_says_what_to_change(tmp_path):
                     "--vocab-size", "280", "--seed", str(seed), "--workers", "1",
                     "--heldout-bytes", "0")
     assert ok.returncode == 0, ok.stderr
+
+
+def test_a_vocabulary_that_cannot_grow_names_what_would_help(tmp_path):
+    """A sample with no pair seen --min-frequency times makes no merge: no --vocab-size
+    can be reached (the flag's least, 268, needs one merge), so the error says so instead
+    of 'lower --vocab-size (at most 267)', which the flag refuses. A --min-frequency
+    raised by hand is named when it is what stops the vocabulary; the size the error
+    offers is one a rerun reaches."""
+    def corpus(name, text):
+        (tmp_path / f"{name}.jsonl").write_text(json.dumps({"id": "d0", "text": text}) + "\n")
+        run_script("download_data.py", "--input", tmp_path / f"{name}.jsonl",
+                   "--output", tmp_path / name, "--workers", "1")
+        return tmp_path / name
+
+    def last_error(*args):
+        cp = run_script("train_tokenizer.py", *args, "--workers", "1", check=False)
+        assert cp.returncode == 2 and "Traceback" not in cp.stderr, cp.stderr
+        return cp.stderr.strip().splitlines()[-1]
+
+    one = corpus("one", "hello world")   # every pair seen once
+    err = last_error("--input", one, "--output", tmp_path / "t1", "--vocab-size", "268")
+    assert "not one merge was made and no --vocab-size can be reached" in err, err
+    assert "lower --vocab-size" not in err and "--min-frequency" in err
+    rep = corpus("rep", "one small document " * 50 + "tail")   # most pairs 50 times
+    err = last_error("--input", rep, "--output", tmp_path / "t2", "--vocab-size", "268",
+                     "--min-frequency", "51")
+    assert "not one merge" in err and "lower --min-frequency 51" in err, err
+    err = last_error("--input", rep, "--output", tmp_path / "t3", "--vocab-size", "300",
+                     "--min-frequency", "40")
+    m = re.search(r"at most ([\d,]+) here", err)
+    assert m and "lower --min-frequency 40" in err, err
+    ok = run_script("train_tokenizer.py", "--input", rep, "--output", tmp_path / "t3",
+                    "--vocab-size", m.group(1).replace(",", ""), "--min-frequency", "40",
+                    "--workers", "1")
+    assert ok.returncode == 0
