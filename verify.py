@@ -351,10 +351,27 @@ def tokenizer_heldout(tok_path: Path, max_chars: int = 2_000_000) -> dict[str, l
     return out
 
 
+def tokenizer_sample_docs(tok_path: Path) -> dict[str, int]:
+    """The English and Chinese documents of train_tokenizer.py's training sample (its
+    manifest beside the tokenizer; none when it has none): the corpus has that language
+    even when no document of it was held out (--heldout-bytes 0) or drawn for val."""
+    p = Path(tok_path).parent / "manifest.json"
+    try:
+        m = read_manifest(p) if p.exists() else {}
+    except StageError:
+        return {}
+    sample = m.get("sample") if m.get("stage") == "train_tokenizer" else None
+    if not isinstance(sample, dict):
+        return {}
+    return {lang: n for lang in ("en", "zh")
+            if isinstance(n := sample.get(f"{lang}_docs"), int) and n > 0}
+
+
 def check_compression(ctx: Context) -> Item:
     it = Item(7, "compression measured: characters per token on English and Chinese")
     texts = {k: list(v) for k, v in HELD_OUT.items()}
     held = tokenizer_heldout(ctx.tokenizer_path)  # train_tokenizer.py's held-out documents
+    sampled = tokenizer_sample_docs(ctx.tokenizer_path)
     for lang in texts:
         texts[lang] += held.get(lang, [])
     val = {"en": 0, "zh": 0}
@@ -369,12 +386,18 @@ def check_compression(ctx: Context) -> Item:
         tokens = sum(token_counts(ctx.doc_tok, texts[lang]))
         cpt = chars / max(tokens, 1)
         # a corpus without this language (a Chinese-only one, say): the fixed paragraphs
-        # still give a figure, but no minimum holds for a language it never meant to have
-        in_corpus = len(held.get(lang, [])) + val[lang]
+        # still give a figure, but no minimum holds for a language it never meant to have.
+        # Held out and val documents show the language; with none of them (nothing held
+        # out, a few val documents) the tokenizer's training sample still can
+        measured = len(held.get(lang, [])) + val[lang]
+        trained = 0 if measured else sampled.get(lang, 0)
+        in_corpus = measured + trained
         it.figures.append(f"{lang}: {cpt:.2f} characters per token ({chars:,} characters, "
                           f"{tokens:,} tokens; {len(HELD_OUT[lang])} held-out paragraphs, "
                           f"{len(held.get(lang, []))} documents held out by train_tokenizer.py, "
                           f"{val[lang]} val documents; "
+                          + (f"{trained:,} documents in the tokenizer's training sample; "
+                             if trained else "")
                           + (f"minimum {mins[lang]})" if in_corpus else
                              f"no {LANG_NAMES[lang]} document in the corpus: not held to the "
                              f"minimum {mins[lang]})"))

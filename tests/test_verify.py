@@ -270,6 +270,27 @@ def test_decoded_windows_show_control_characters_as_symbols():
     assert all(ord(c) >= 32 and c != "\x7f" for c in verify.shown("".join(map(chr, range(128)))))
 
 
+def test_english_is_held_to_its_minimum_when_none_was_held_out(broken, tmp_path):
+    """A tokenizer trained with --heldout-bytes 0 (the advice of train_tokenizer's 'all
+    documents fell in the held-out share') holds out nothing, and the sample's few val
+    documents may all be Chinese: item 7 said 'no English document in the corpus' and
+    held English to no minimum, though the tokenizer's manifest counts hundreds of English
+    documents in its training sample. They count as the corpus's English now."""
+    from conftest import stage_args
+
+    run_script("train_tokenizer.py", *stage_args(broken, "train_tokenizer.py",
+                                                 "--heldout-bytes", "0", "--workers", "2"))
+    run_script("pack_parallel.py", *stage_args(broken, "pack_parallel.py", "--workers", "2"))
+    en_docs = json.loads((broken / "tokenizer" / "manifest.json").read_text())["sample"]["en_docs"]
+    cp, _ = run_verify(broken, tmp_path, "--min-cpt-en", "50")
+    seven = item_text(cp.stdout, 7)
+    # nothing held out and no English val document: only the training sample says English
+    assert re.search(r"en: .*0 documents held out by train_tokenizer\.py, 0 val documents", seven)
+    assert f"{en_docs:,} documents in the tokenizer's training sample; minimum 50" in seven
+    assert "no English document" not in seven and en_docs > 100
+    assert status(cp.stdout)[7] == "FAIL" and "en compression" in seven
+
+
 def test_a_chinese_only_corpus_is_not_failed_for_lacking_english(tmp_path):
     """The sample's Chinese documents alone, through every stage: item 7 still gives the
     English figure of its fixed paragraphs, but holds it to no minimum (the corpus has no
