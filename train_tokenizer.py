@@ -146,8 +146,11 @@ def run(run: Run) -> Output:
         raise StageError(f"{run.input}: all {s['heldout_docs']:,} non-empty document(s) fell "
                          "in the held-out share, none is left to train on; rerun with "
                          "--heldout-bytes 0 or another --seed")
-    if s["sample_docs"] == 0:
-        raise StageError(f"{run.input}: no documents to train on")
+    if s["sample_docs"] == 0:   # a share too small to draw one document
+        raise StageError(f"{run.input}: no documents to train on: the sample's share of "
+                         f"{sample_target:,} of the corpus's {total:,} text bytes drew none "
+                         f"(--sample-ratio {args.sample_ratio}, --min-bytes {args.min_bytes:,}, "
+                         f"--max-bytes {args.max_bytes:,}); raise --max-bytes or --min-bytes")
     if args.trainer == "hf" and s["sample_bytes"] > PAIR_COUNT_LIMIT:
         raise StageError(f"the sample drawn is {s['sample_bytes']:,} bytes, above "
                          f"{PAIR_COUNT_LIMIT:,}: BpeTrainer's 32-bit pair counts could wrap "

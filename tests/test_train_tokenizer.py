@@ -658,3 +658,20 @@ def test_a_vocabulary_that_cannot_grow_names_what_would_help(tmp_path):
                     "--vocab-size", m.group(1).replace(",", ""), "--min-frequency", "40",
                     "--workers", "1")
     assert ok.returncode == 0
+
+
+def test_a_sample_share_that_draws_nothing_says_which_flags(tmp_path):
+    """--max-bytes far below one document: the sample's hash share draws no document. The
+    error said only 'no documents to train on'; it names the share and the flags."""
+    (tmp_path / "docs.jsonl").write_text("".join(
+        json.dumps({"id": f"d{i}", "text": f"document number {i} " * 20}) + "\n"
+        for i in range(100)))
+    src = tmp_path / "raw"
+    run_script("download_data.py", "--input", tmp_path / "docs.jsonl", "--output", src,
+               "--workers", "1")
+    cp = run_script("train_tokenizer.py", "--input", src, "--output", tmp_path / "tok",
+                    "--max-bytes", "1", "--workers", "1", check=False)
+    assert cp.returncode == 2 and "Traceback" not in cp.stderr, cp.stderr
+    err = cp.stderr.strip().splitlines()[-1]
+    assert "no documents to train on: the sample's share of 1 of the corpus's" in err, err
+    assert "--max-bytes 1)" in err and "raise --max-bytes or --min-bytes" in err
