@@ -41,6 +41,7 @@ import io
 import json
 import os
 import re
+import secrets
 import shlex
 import sys
 import time
@@ -1743,12 +1744,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     page, summ = build_page(Path(args.data_dir))
     body = page.encode("utf-8", errors="replace")
+    # written under a name of its own beside the page (never a file of the user's, such
+    # as report.html.tmp), then renamed over it
+    tmp = args.output.with_name(f".{args.output.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    made = False
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.output.with_name(args.output.name + ".tmp")
-        tmp.write_bytes(body)
+        with open(tmp, "xb") as f:
+            made = True
+            f.write(body)
         os.replace(tmp, args.output)
     except OSError as e:
+        if made:
+            tmp.unlink(missing_ok=True)
         raise StageError(f"cannot write {args.output}: {e.strerror or e}") from None
     for e in summ["errors"]:
         print(f"warning: {e}", file=sys.stderr)

@@ -622,3 +622,15 @@ def test_log_axes_are_labelled_in_plain_numbers():
         assert re.fullmatch(r"[0-9][0-9,.]*", got), got
     source = (Path(report.__file__)).read_text()
     assert not re.findall(r"set_[xy]scale\(", source)   # every log axis is log_scale's
+
+
+def test_the_page_never_replaces_a_file_beside_it(layout_copy):
+    """The page was written as report.html.tmp and renamed: a file of the user's by that
+    name was overwritten, then gone (exit 0)."""
+    d = layout_copy
+    mine = d / "report.html.tmp"
+    mine.write_text("my notes\n")
+    before = {p.name for p in d.iterdir()}
+    make_report(d)
+    assert mine.read_text() == "my notes\n"
+    assert {p.name for p in d.iterdir()} == before | {"report.html"}   # no temporary left
