@@ -1352,10 +1352,19 @@ def section_tokenizer(run: Run) -> Html:
     else:
         left = Html("")
     hist = (run.files.json(PACK_STATS) or {}).get("tokens_per_doc") if pack.ran else None
+    status = section_status([tok, cmp_])
     if hist and hist.get("counts"):
         chart = tokens_chart(hist["bins"], hist["counts"])
         run.figures += bool(chart)
-        right = subsection("Tokens per document", img(chart, "tokens per document")
+        # pack's figures, not the tokenizer's: a pack made with an earlier tokenizer (or
+        # from an earlier dedup/) is said to be so here too, not only in section 5
+        old = (Html(f'<div class="stale" data-step="{pack.step.key}"><b>pack is '
+                    f'{esc(pack.state)}</b>: {esc(pack.message)}. This histogram is of what '
+                    f'is packed on disk, not of the tokenizer above.</div>')
+               if pack.state != "ok" else Html(""))
+        if pack.state != "ok":
+            status = "stale"
+        right = subsection("Tokens per document", old + img(chart, "tokens per document")
                            + note("From pack's report (pack_report/pack_stats.json)."),
                            "tokens-per-doc")
     elif not pack.ran:
@@ -1366,7 +1375,7 @@ def section_tokenizer(run: Run) -> Html:
     else:
         right = note(f"{PACK_STATS} has no tokens_per_doc histogram (or is unreadable).")
     body.append(Html(f'<div class="grid2"><div>{left}</div><div>{right}</div></div>'))
-    return section("tokenizer", "4. Tokenizer", section_status([tok, cmp_]), "".join(body))
+    return section("tokenizer", "4. Tokenizer", status, "".join(body))
 
 
 # -- 5 pack and verify ------------------------------------------------------------------
@@ -1707,8 +1716,11 @@ def build_page(data: Path) -> tuple[str, dict]:
         if states[s.key].ran:
             run.files.note_read(s.path)
     parts = [build_section(run, sid, title, fn) for sid, title, fn in SECTIONS]
-    toc = [(sid, title, section_status([states[k] for k in SECTION_STEPS[sid]]))
-           for sid, title, _ in SECTIONS]
+    # each section's own badge (a section may show a stale step's figures, or fail)
+    toc = [(sid, title, m.group(1) if (m := re.match(r'<section id="[^"]*" data-status="(\w+)"',
+                                                       part)) else
+            section_status([states[k] for k in SECTION_STEPS[sid]]))
+           for (sid, title, _), part in zip(SECTIONS, parts)]
     summ = run_summary(run)
     parts.append(section_sources(run, time.perf_counter() - t0))
     toc.append(("sources", "About this page", ""))

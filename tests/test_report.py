@@ -634,3 +634,23 @@ def test_the_page_never_replaces_a_file_beside_it(layout_copy):
     make_report(d)
     assert mine.read_text() == "my notes\n"
     assert {p.name for p in d.iterdir()} == before | {"report.html"}   # no temporary left
+
+
+def test_tokens_per_document_of_a_stale_pack_are_marked_in_the_tokenizer_section(
+        full_run, tmp_path):
+    """The tokenizer retrained with another vocabulary: section 4 showed the new
+    vocabulary beside pack's tokens-per-document histogram, made with the old tokenizer,
+    with no word that it is stale (section 4 'partial', only section 5 said so)."""
+    d = tmp_path / "data"
+    shutil.copytree(full_run[0], d, symlinks=True)
+    run_script("train_tokenizer.py", "--input", d / "dedup", "--output", d / "tokenizer",
+               "--vocab-size", "2100", "--workers", "2")
+    html, _ = make_report(d)
+    page = Page(html)
+    assert page.stages["train_tokenizer"] == "ok" and page.stages["pack_parallel"] == "stale"
+    assert page.sections["tokenizer"] == "stale"
+    block = re.search(r'<section id="tokenizer".*?</section>', html, re.DOTALL).group(0)
+    assert 'class="stale" data-step="pack_parallel"' in block
+    assert "not of the tokenizer above" in Page(block).all_text
+    toc = re.search(r'<nav class="toc">.*?</nav>', html, re.DOTALL).group(0)
+    assert "4. Tokenizer</a> " + str(report.badge("stale")) in toc
