@@ -1139,11 +1139,22 @@ def section_cleaning(run: Run) -> Html:
         body.append(note(f"{docs_in:,} documents in, {fmt(docs_out)} kept "
                          f"({share(docs_out or 0, docs_in)}). "
                          f"Accounting: {stats.get('accounting', '?')}."))
-        body.append(table(["rule", "threshold", "removed", "share", "flag"],
+        # clean.py --report-all: what each rule would remove on its own, as its table has
+        alone = any("alone" in r for r in rules)
+        warn = badge("warn", f"> {stats.get('warn_share', '?')}")
+        body.append(table(["rule", "threshold", "removed", "share", "flag"]
+                          + (["alone", "alone share", "alone flag"] if alone else []),
                           [[r.get("rule"), r.get("threshold"), r.get("removed"),
                             share(r.get("removed") or 0, docs_in),
-                            badge("warn", f"> {stats.get('warn_share', '?')}") if r.get("warn")
-                            else ""] for r in rules], "rules"))
+                            warn if r.get("warn") else ""]
+                           + ([r.get("alone"), share(r["alone"], docs_in)
+                               if isinstance(r.get("alone"), int) else "—",
+                               warn if r.get("alone_warn") else ""] if alone else [])
+                           for r in rules], "rules"))
+        if alone:
+            body.append(note("alone: the documents a rule would remove on its own, whatever "
+                             "the other rules say (clean.py --report-all; a document can "
+                             "count under several rules there)."))
         body.append(Html("".join(safe_rule_block(run, r, stats, config, docs_in)
                                  for r in rules)))
         langs = stats.get("languages") or {}

@@ -654,3 +654,24 @@ def test_tokens_per_document_of_a_stale_pack_are_marked_in_the_tokenizer_section
     assert "not of the tokenizer above" in Page(block).all_text
     toc = re.search(r'<nav class="toc">.*?</nav>', html, re.DOTALL).group(0)
     assert "4. Tokenizer</a> " + str(report.badge("stale")) in toc
+
+
+def test_report_all_reach_of_each_rule_is_on_the_page(layout_copy):
+    """clean.py --report-all counts what each rule would remove on its own (its table's
+    'alone' columns, and a warning when that is over --warn-share); the page left both
+    out."""
+    d = layout_copy
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--report-all",
+               "--warn-share", "0.05", "--workers", "2")
+    stats = json.loads((d / "cleaned" / "report" / "clean_stats.json").read_text())
+    html, _ = make_report(d)
+    table = re.search(r'<table class="rules">.*?</table>', html, re.DOTALL).group(0)
+    rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1])
+    assert "alone share" in table and len(rows) == len(stats["rules"])
+    docs_in = stats["docs_in"]
+    for r, row in zip(stats["rules"], rows):
+        cells = [Page(c).all_text for c in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+        assert cells[0] == r["rule"] and cells[2] == f"{r['removed']:,}"
+        assert cells[5:7] == [f"{r['alone']:,}", f"{100 * r['alone'] / docs_in:.2f}%"], cells
+        assert (cells[7] == "> 0.05") == r["alone_warn"] and (cells[4] == "> 0.05") == r["warn"]
+    assert any(r["alone_warn"] and not r["warn"] for r in stats["rules"])
