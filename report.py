@@ -208,6 +208,17 @@ def pre(text, limit: int = EXAMPLE_CHARS, cls: str = "doc") -> Html:
     return Html(f'<pre class="{cls}">{show_text(text, limit)}</pre>')
 
 
+def example_pre(text, saved: int | None, limit: int = EXAMPLE_CHARS) -> Html:
+    """A removed document's text as clean.py saved it: its first `saved` characters
+    (config example_chars). A text that long is marked as cut there: the rest of the
+    document was never saved, so the page cannot say how much more there was."""
+    s = "" if text is None else str(text)
+    if isinstance(saved, int) and saved > 0 and saved <= len(s) <= limit:
+        return Html(f'<pre class="doc">{esc(s)}<span class="more"> … (the first {saved:,} '
+                    f'characters: clean.py saves no more of a document)</span></pre>')
+    return pre(s, limit)
+
+
 def img(uri: str | None, alt: str) -> Html:
     if not uri:
         return Html("")
@@ -1034,7 +1045,8 @@ def rule_block(run: Run, rule: dict, stats: dict, config: dict, docs_in: int) ->
     exs = run.files.jsonl(f"cleaned/report/removed_{name}.jsonl", EXAMPLES)
     if exs:
         ex_html = "".join(f'<div class="ex"><div class="doc-head">{esc(e.get("id", "?"))} · '
-                          f'{esc(value_text(e.get("value")))}</div>{pre(e.get("text"))}</div>'
+                          f'{esc(value_text(e.get("value")))}</div>'
+                          f'{example_pre(e.get("text"), config.get("example_chars"))}</div>'
                           for e in exs)
     else:
         ex_html = note(f"no examples (report/removed_{name}.jsonl is absent or empty)")
@@ -1056,6 +1068,7 @@ def clean_sweep(run: Run) -> Html:
                         'clean.py --sweep to refresh it.</div>'))
     base, docs_in = sw.get("base") or {}, sw.get("docs_in") or 0
     now = ((run.m("clean") or {}).get("config") or {}) if run.states["clean"].ran else base
+    saved = now.get("example_chars")   # the sweep saves its examples as the run does
     for s in sw.get("sweeps") or []:
         param, values = s.get("param"), s.get("values") or []
         # this sweep's own setting may differ (that is the loop: sweep, then rerun with a
@@ -1087,7 +1100,8 @@ def clean_sweep(run: Run) -> Html:
                 f'<div class="ex"><div class="doc-head">{esc(e.get("id"))}: removed at '
                 f'{esc(e.get("removed_by"))} by {esc(e.get("rule"))} '
                 f'({esc(value_text(e.get("value")))}), kept at {esc(e.get("kept_by"))}</div>'
-                f'{pre(e.get("text"), 240)}</div>' for e in (ch.get("examples") or [])[:3])
+                f'{example_pre(e.get("text"), saved)}</div>'
+                for e in (ch.get("examples") or [])[:3])
             out.append(Html(f'<p class="figs">{esc(param)} {esc(ch.get("from"))} → '
                             f'{esc(ch.get("to"))}: <b>{hfmt(ch.get("documents"))}</b> documents '
                             f'change fate</p><div class="grid3">{exs}</div>'))

@@ -675,3 +675,29 @@ def test_report_all_reach_of_each_rule_is_on_the_page(layout_copy):
         assert cells[5:7] == [f"{r['alone']:,}", f"{100 * r['alone'] / docs_in:.2f}%"], cells
         assert (cells[7] == "> 0.05") == r["alone_warn"] and (cells[4] == "> 0.05") == r["warn"]
     assert any(r["alone_warn"] and not r["warn"] for r in stats["rules"])
+
+
+def test_removed_examples_cut_by_clean_are_said_to_be_cut(layout_copy):
+    """clean.py saves the first 300 characters of each example: the page showed them as
+    whole documents, and the sweep's as 240 characters '(+60 characters)', though the
+    document (chars=517) had 277 more."""
+    d = layout_copy
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned", "--workers", "2")
+    run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned",
+               "--sweep", "min_chars=200,600", "--workers", "2")
+    saved = json.loads((d / "cleaned" / "manifest.json").read_text())["config"]["example_chars"]
+    sweep = json.loads((d / "cleaned" / "report" / "sweep.json").read_text())
+    exs = [e for s in sweep["sweeps"] for c in s["changes"] for e in c["examples"][:3]]
+    cut = [e for e in exs if len(e["text"]) == saved and e["value"].get("chars", 0) > saved]
+    assert cut
+    html, _ = make_report(d)
+    assert "characters)</span>" not in html.split("id=clean-sweep")[1].split("</section>")[0]
+    mark = f"(the first {saved} characters: clean.py saves no more of a document)"
+    text = Page(html).all_text
+    for e in cut:
+        assert e["text"] + " … " + mark in text, e["id"]
+    removed = [json.loads(line) for line in
+               (d / "cleaned" / "report" / "removed_char_repeat.jsonl").open()][:5]
+    assert any(len(e["text"]) == saved for e in removed)
+    for e in removed:
+        assert (report.visible(e["text"]) + " … " + mark in text) == (len(e["text"]) == saved)
