@@ -1772,6 +1772,11 @@ def parse_args(argv):
     if not Path(a.data_dir).is_dir():
         raise StageError(f"--data-dir {a.data_dir} is not a folder; run the pipeline first "
                          "(make demo)")
+    if (Path(a.data_dir) / "manifest.json").is_file():   # raw/, cleaned/, ...: one stage's
+        up = Path(a.data_dir).resolve().parent
+        raise StageError(f"--data-dir {a.data_dir} is one stage's output folder (it holds a "
+                         f"manifest.json); name the data folder that holds it: --data-dir "
+                         f"{display_path(up)}")
     a.output = Path(a.output) if a.output else Path(a.data_dir) / REPORT_NAME
     check_report_path(a.output, "--output", ".html", PAGE_TITLE)
     return a

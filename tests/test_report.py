@@ -489,6 +489,19 @@ def test_missing_data_dir_is_one_line_error(tmp_path):
     assert "nope" in cp.stderr and cp.stdout == ""
 
 
+def test_a_stage_folder_as_data_dir_is_one_line_error(layout_copy):
+    """--data-dir data/raw: the page said no stage had run, told the user to run
+    download_data.py --output data/raw/raw, and left report.html inside raw/."""
+    d = layout_copy
+    before = sorted(p.name for p in (d / "raw").iterdir())
+    cp = run_script("report.py", "--data-dir", d / "raw", check=False)
+    assert cp.returncode == 2 and cp.stdout == ""
+    assert cp.stderr.startswith("error: ") and len(cp.stderr.strip().splitlines()) == 1
+    assert f"--data-dir {d / 'raw'} is one stage's output folder" in cp.stderr
+    assert cp.stderr.strip().endswith(f"--data-dir {d}")
+    assert sorted(p.name for p in (d / "raw").iterdir()) == before
+
+
 # --- small functions ---------------------------------------------------------------------
 
 def test_near_threshold_counts_each_side():
