@@ -41,7 +41,6 @@ import io
 import json
 import os
 import re
-import secrets
 import shlex
 import sys
 import time
@@ -56,7 +55,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from pipeline import layout
-from pipeline.disk import check_report_path
+from pipeline.disk import check_report_path, temporary_beside
 from pipeline.errors import ArgumentParser, StageError, run_stage
 from pipeline.manifest import check_input, display_path, read_manifest, source_name
 from pipeline.tables import human_bytes, window_text
@@ -1788,7 +1787,7 @@ def main(argv: list[str] | None = None) -> int:
     body = page.encode("utf-8", errors="replace")
     # written under a name of its own beside the page (never a file of the user's, such
     # as report.html.tmp), then renamed over it
-    tmp = args.output.with_name(f".{args.output.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = temporary_beside(args.output)
     made = False
     try:
         args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ import pyarrow.parquet as pq
 from algorithms import cleaning
 from algorithms.cleaning import Decider, LanguageRule, Recipe, Signals
 from pipeline.arrays import from_numpy, strings
+from pipeline.disk import temporary_beside
 from pipeline.tables import human_bytes, markdown_table, pct, save_report, table
 from pipeline.units import Unit, fetch_rows, unit_offsets
 
@@ -57,7 +57,7 @@ def write_export(staging: Path, units: list[Unit], dest: Path) -> tuple[int, Pat
     dest.parent.mkdir(parents=True, exist_ok=True)
     # a name of its own beside dest (never a file of the user's, such as x.parquet.tmp),
     # made by the writer: the export gets the mode any new file gets
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = temporary_beside(dest)
     writer, rows = None, 0
     try:
         for u in units:

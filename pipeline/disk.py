@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import shutil
 import sys
 from contextlib import contextmanager
@@ -152,6 +153,14 @@ def _unchanged(output) -> str:
         return ""
     return (f"; {display_path(output)} is unchanged; fix this and rerun the same command "
             "(finished tasks are kept)")
+
+
+def temporary_beside(dest: Path) -> Path:
+    """A name of its own beside `dest` for writing it before the rename over it: hidden,
+    with this process's id and a random part, so never a file of the user's (such as
+    report.md.tmp, which a fixed suffix would overwrite, then rename away)."""
+    dest = Path(dest)
+    return dest.with_name(f".{dest.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
 def check_report_path(path: Path, flag: str, suffix: str, starts: str) -> None:

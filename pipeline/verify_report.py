@@ -14,7 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from pipeline.disk import IN_THE_WAY, WRITE_ERRORS, free_bytes
+from pipeline.disk import IN_THE_WAY, WRITE_ERRORS, free_bytes, temporary_beside
 from pipeline.errors import StageError
 from pipeline.manifest import MANIFEST, display_path, write_json
 from pipeline.tables import human_bytes, markdown_table
@@ -96,7 +96,8 @@ def write_report(report: Path, markdown: str, data: dict) -> None:
     limit, a read-only folder) leaves the previous pair as it was, without temporary
     files, and stops with one line (write_failed) instead of a traceback."""
     js = report.with_suffix(".json")
-    md_tmp, js_tmp = report.with_name(report.name + ".tmp"), js.with_name(js.name + ".new")
+    # names of their own (never a file of the user's, such as report.md.tmp)
+    md_tmp, js_tmp = temporary_beside(report), temporary_beside(js)
     where = report
     try:
         md_tmp.write_text(markdown, encoding="utf-8")

@@ -444,3 +444,18 @@ def test_documents_lost_between_stages_fail_item_10(broken, tmp_path):
            f"{c['docs_out']:,}" in ten, ten
     pc = json.loads((broken / "pack_manifest.json").read_text())["counts"]
     assert f"!= pack docs_out {pc['docs_out']:,}" in ten, ten
+
+
+def test_the_report_leaves_the_files_beside_it_alone(pipeline_layout, tmp_path):
+    """The report and its .json are written under names of their own before the renames:
+    a user's report.md.tmp or report.json.new (the fixed names they had) is neither
+    overwritten nor renamed away."""
+    mine = {tmp_path / "report.md.tmp": b"draft", tmp_path / "report.json.new": b"notes",
+            tmp_path / "report.json.tmp": b"more"}
+    for p, b in mine.items():
+        p.write_bytes(b)
+    cp, report = run_verify(pipeline_layout, tmp_path)
+    assert cp.returncode == 0, cp.stdout[-3000:] + cp.stderr[-2000:]
+    assert {p: p.read_bytes() for p in mine if p.exists()} == mine
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == sorted(
+        ["report.md", "report.json", *(p.name for p in mine)])
