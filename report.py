@@ -515,15 +515,18 @@ def removals_chart(items: list[tuple[str, str, int]]) -> str | None:
 
 def near_threshold(edges, counts, threshold: float, removes: str, log: bool) -> dict:
     """Documents on each side of a threshold, from histogram counts: all, and those near it
-    (within a factor 2 on a log scale, within 0.1 on a share). A bin that straddles the
-    threshold is counted apart (the thresholds are normally bin edges)."""
+    (within a factor 2 on a log scale; on a linear one, within a tenth of the histogram's
+    range: 0.1 on a share, 1.5 on a mean word length drawn from 0 to 15). A bin that
+    straddles the threshold is counted apart (the thresholds are normally bin edges)."""
     e = np.asarray(edges, dtype=float)
     c = np.asarray(counts, dtype=float)
     lo_e, hi_e = e[:-1], e[1:]
     # edges and thresholds are decimals stored as floats (0.8 - 0.1 is 0.7000000000000001):
     # compared with a tolerance, or an edge equal to the window's end falls out of it
     tol = 1e-9 * max(1.0, abs(threshold))
-    lo, hi = (threshold / 2, threshold * 2) if log else (threshold - 0.1, threshold + 0.1)
+    # a fixed 0.1 would hold no whole bin of a signal that is no share (its bins wider)
+    width = 0.1 * (e[-1] - e[0])
+    lo, hi = (threshold / 2, threshold * 2) if log else (threshold - width, threshold + width)
     lo, hi = round(max(lo, e[0]), 12), round(min(hi, e[-1]), 12)   # within the histogram
     near = (lo_e >= lo - tol) & (hi_e <= hi + tol)
     # a bin [lo, hi) holds values >= lo: with "below" (value < t removes) a bin ending at t

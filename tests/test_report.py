@@ -527,6 +527,14 @@ def test_near_threshold_counts_each_side():
     n = report.near_threshold(edges, counts, 0.8, "below", log=False)
     assert n["near_removed"] == 1 and n["removed_side"] == 1 and n["straddling"] == 0
     assert n["near_kept"] == 0 and n["kept_side"] == 2
+    # a signal that is no share (a mean word length, bins 0.5 wide from 0 to 15): the
+    # window is a tenth of its range, not 0.1, which held no whole bin ("0 just removed")
+    edges = np.linspace(0, 15, 31).tolist()
+    counts = [0] * 30
+    counts[4], counts[5], counts[6], counts[20] = 3, 4, 5, 9   # [2, 2.5), [2.5, 3), [3, 3.5)
+    n = report.near_threshold(edges, counts, 3.0, "below", log=False)
+    assert n["window"] == (1.5, 4.5)
+    assert n["near_removed"] == 7 and n["near_kept"] == 5 and n["kept_side"] == 14
 
 
 def test_similarity_split_takes_the_stages_count_inside_a_bin():
