@@ -69,7 +69,7 @@ from pipeline.task_results import save_task_result
 from pipeline.units import Unit, read_unit
 from pipeline.work_files import WORK, load_arrow, save_arrow
 
-MANIFEST_NAME = "pack_manifest.json"
+MANIFEST_NAME = layout.PACK_MANIFEST
 REPORT_DIR = "pack_report"
 VAL_IDS = f"{REPORT_DIR}/val_ids.txt"
 PARTS = "_parts"

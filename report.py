@@ -103,7 +103,7 @@ STAGES = [
          "--input {d}/dedup_exact --output {d}/dedup"),
     Step("train_tokenizer", "tokenizer", "train_tokenizer.py", "tokenizer/manifest.json",
          "--input {d}/dedup --output {d}/tokenizer"),
-    Step("pack_parallel", "pack", "pack_parallel.py", "pack_manifest.json",
+    Step("pack_parallel", "pack", "pack_parallel.py", layout.PACK_MANIFEST,
          "--input {d}/dedup --tokenizer {d}/tokenizer/tokenizer.json --output {d}"),
 ]
 TOOLS = [

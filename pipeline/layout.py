@@ -15,6 +15,7 @@ TOKENIZER_DIR = DATA / "tokenizer"
 TOKENIZER = TOKENIZER_DIR / "tokenizer.json"
 TRAIN_BIN = DATA / "train.bin"
 VAL_BIN = DATA / "val.bin"
+PACK_MANIFEST = "pack_manifest.json"   # pack writes files into the data folder: its own name
 
 # stage name -> (script, default output). Used to tell the user which stage to rerun.
 STAGES = {
@@ -25,6 +26,15 @@ STAGES = {
     "train_tokenizer": ("train_tokenizer.py", TOKENIZER_DIR),
     "pack_parallel": ("pack_parallel.py", DATA),
 }
+
+
+def script_for_manifest(path: str | os.PathLike) -> str:
+    """The script that writes the manifest at `path`: pack's by its name (in any data
+    folder), a stage folder's by the folder (script_for_dir)."""
+    p = Path(path)
+    if p.name == PACK_MANIFEST:
+        return STAGES["pack_parallel"][0]
+    return script_for_dir(p.parent)
 
 
 def script_for_dir(path: str | os.PathLike) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import xxhash
 
 from .errors import StageError
-from .layout import script_for_dir
+from .layout import script_for_manifest
 
 MANIFEST = "manifest.json"
 VERSION = 1
@@ -74,14 +74,14 @@ def read_manifest(path: str | os.PathLike) -> dict:
         wrong = shape_error(m) if isinstance(m, dict) else "not a JSON object"
         if wrong:
             raise StageError(f"{path}: unreadable manifest ({wrong}); rerun "
-                             f"{script_for_dir(path.parent)}")
+                             f"{script_for_manifest(path)}")
         return m
     except FileNotFoundError:
         raise StageError(f"{path} is missing: its stage did not finish or the folder was not "
-                         f"written by this suite; rerun {script_for_dir(path.parent)}") from None
+                         f"written by this suite; rerun {script_for_manifest(path)}") from None
     except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError, PermissionError,
             RecursionError) as e:
-        raise StageError(f"{path}: unreadable manifest ({e}); rerun {script_for_dir(path.parent)}") from None
+        raise StageError(f"{path}: unreadable manifest ({e}); rerun {script_for_manifest(path)}") from None
 
 
 def write_json(path: str | os.PathLike, obj: dict, indent: int | None = 2) -> None:
@@ -114,7 +114,7 @@ def check_input(input_manifest: str | os.PathLike, _depth: int = 0) -> dict:
     """
     mpath = Path(input_manifest)
     m = read_manifest(mpath)
-    script = m.get("script") or script_for_dir(mpath.parent)
+    script = m.get("script") or script_for_manifest(mpath)
     base = mpath.parent
     for f in m.get("files", []):
         p = base / f["name"]

@@ -18,7 +18,7 @@ from pipeline import layout
 from pipeline.errors import StageError
 from pipeline.manifest import MANIFEST, read_manifest, upstream_path
 
-PACK_MANIFEST = "pack_manifest.json"
+PACK_MANIFEST = layout.PACK_MANIFEST
 
 
 @dataclass

@@ -262,6 +262,21 @@ def test_a_damaged_data_folder_still_gives_a_page(full_run, tmp_path):
     assert "unreadable manifest" in Page(html).all_text
 
 
+def test_an_unreadable_pack_manifest_names_pack_in_any_data_folder(full_run, tmp_path):
+    """pack writes its manifest into the data folder itself: a damaged one names
+    pack_parallel.py to rerun, whatever the folder is called (a data folder not named
+    'data' got 'rerun the stage that writes it')."""
+    d = tmp_path / "run1"
+    shutil.copytree(full_run[0], d, symlinks=True)
+    (d / "pack_manifest.json").write_text("{trunc")
+    html, out = make_report(d)
+    page = Page(html)
+    assert page.stages["pack_parallel"] == "unreadable"
+    assert "pack_manifest.json: unreadable manifest" in page.all_text
+    assert "rerun pack_parallel.py" in page.all_text
+    assert "the stage that writes it" not in page.all_text
+
+
 def test_a_sweep_from_other_settings_or_input_is_not_this_runs(pipeline_layout, tmp_path):
     """A sweep's report outlives later runs: after clean runs again with another threshold,
     or dedup_minhash on another input, the page says the sweep is from then and marks no
