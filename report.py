@@ -268,6 +268,16 @@ def stage_state(data: Path, step: Step) -> State:
     return st
 
 
+def unfinished_run(data: Path, step: Step) -> Path | None:
+    """The staging folder a run of this stage left, stopped or still running: the same
+    command resumes from it, another one replaces it."""
+    if step not in STAGES:
+        return None
+    out = (data / step.path).parent
+    p = layout.staging_path(out, step.key, files_into=step.path == layout.PACK_MANIFEST)
+    return p if p.is_dir() else None
+
+
 def tool_state(data: Path, step: Step, upstream: list[State]) -> State:
     """A report-only tool (no manifest): stale when a stage it reads was rewritten after it."""
     path = data / step.path
@@ -1621,6 +1631,12 @@ def header(run: Run, s: dict, toc: list[tuple[str, str, str]]) -> Html:
         when = datetime.fromtimestamp(st.mtime).strftime("%Y-%m-%d %H:%M") if st.mtime else ""
         what = (Html(f"<code>{esc(step.command(run.data))}</code>") if st.state == "missing"
                 else st.message or config_note(step.key, d))
+        left = unfinished_run(run.data, step)
+        if left is not None:   # what is shown is the last committed run's, not that one's
+            what = Html(f"{what if isinstance(what, Html) else esc(what)}<br><b>a run that "
+                        f"has not finished</b> (stopped, or still running) keeps its work in "
+                        f"<code>{esc(display_path(left))}</code>: the same command resumes "
+                        "it; what this page shows is the last finished run")
         rows.append([step.label, step.script, badge(st.state), docs,
                      f"{tm:,.1f} s" if isinstance(tm, (int, float)) else "",
                      f"{rss:,.0f} MB" if isinstance(rss, (int, float)) else "", when, what])

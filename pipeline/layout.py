@@ -65,3 +65,12 @@ def default_workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - macOS
         return os.cpu_count() or 1
+
+
+def staging_path(output: Path, stage: str, files_into: bool) -> Path:
+    """Where a run of `stage` stages its output: `data/.cleaned.partial` beside a folder,
+    `data/.pack_parallel.partial` for files written into a folder."""
+    output = Path(output)
+    if files_into:
+        return output / f".{stage}.partial"
+    return output.parent / f".{output.name}.partial"

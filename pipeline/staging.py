@@ -28,7 +28,7 @@ from .disk import expect, forget, remove_tree
 from .errors import StageError
 from .executors import run_tasks
 from .progress import cpu_seconds, current_rss_mb, peak_rss_mb
-from .layout import STAGES
+from .layout import STAGES, staging_path
 from .manifest import (MANIFEST, VERSION, check_input, display_path, fingerprint,
                        read_manifest, relative_manifest, upstream_path, write_json)
 from .tables import human_bytes
@@ -80,15 +80,6 @@ def current_manifest(manifest_file: Path, stage: str, config: dict,
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return m
-
-
-def staging_path(output: Path, stage: str, files_into: bool) -> Path:
-    """Where a run of `stage` stages its output: `data/.cleaned.partial` beside a folder,
-    `data/.pack_parallel.partial` for files written into a folder."""
-    output = Path(output)
-    if files_into:
-        return output / f".{stage}.partial"
-    return output.parent / f".{output.name}.partial"
 
 
 def old_path(output: Path, stage: str, files_into: bool) -> Path:

@@ -277,6 +277,30 @@ def test_an_unreadable_pack_manifest_names_pack_in_any_data_folder(full_run, tmp
     assert "the stage that writes it" not in page.all_text
 
 
+def test_a_run_that_did_not_finish_is_named_beside_its_stage(full_run, tmp_path):
+    """A clean.py run that stopped (a rule of the user's raised in its tasks) leaves its
+    work in data/.cleaned.partial; the page keeps showing the last finished run, and now
+    says that one did not finish, where its work waits, and that the command resumes it."""
+    d = tmp_path / "data"
+    shutil.copytree(full_run[0], d, symlinks=True)
+    html, _ = make_report(d)
+    assert "has not finished" not in Page(html).all_text
+    rule = tmp_path / "boom.py"
+    rule.write_text("from algorithms.cleaning import Rule\n"
+                    "def boom(texts):\n    raise RuntimeError('boom')\n"
+                    "RULES = [Rule('x', 'd', 'xs', boom, 0.5, 'below', '--x-min', "
+                    "bins=(0, 1))]\n")
+    cp = run_script("clean.py", "--input", d / "raw", "--output", d / "cleaned",
+                    "--rules", f"tutorial,{rule}", check=False)
+    assert cp.returncode == 2 and (d / ".cleaned.partial").is_dir(), cp.stderr
+    html, _ = make_report(d)
+    page = Page(html)
+    text = page.all_text
+    assert "a run that has not finished (stopped, or still running) keeps its work in " \
+           f"{d / '.cleaned.partial'}" in text
+    assert text.count("has not finished") == 1 and page.stages["clean"] == "ok"
+
+
 def test_a_sweep_from_other_settings_or_input_is_not_this_runs(pipeline_layout, tmp_path):
     """A sweep's report outlives later runs: after clean runs again with another threshold,
     or dedup_minhash on another input, the page says the sweep is from then and marks no
