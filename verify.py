@@ -381,6 +381,7 @@ def check_compression(ctx: Context) -> Item:
             texts[lang].append(t)
             val[lang] += 1
     mins = {"en": ctx.args.min_cpt_en, "zh": ctx.args.min_cpt_zh}
+    vocab = ctx.tok.get_vocab_size(with_added_tokens=True)
     for lang in ("en", "zh"):
         chars = sum(len(t) for t in texts[lang])
         tokens = sum(token_counts(ctx.doc_tok, texts[lang]))
@@ -406,7 +407,8 @@ def check_compression(ctx: Context) -> Item:
                     f"too little {LANG_NAMES[lang]} in the tokenizer's training corpus "
                     + ("(each Chinese character takes several tokens)" if lang == "zh" else
                        "(English words are cut into many short tokens)")
-                    + "; rebalance and rerun train_tokenizer.py")
+                    + f", or a vocabulary too small for it ({vocab:,} tokens); rebalance, or "
+                      "raise --vocab-size, and rerun train_tokenizer.py")
     it.details.append(f"published, for comparison: {PUBLISHED_CPT}")
     return it
 

@@ -289,6 +289,12 @@ def test_english_is_held_to_its_minimum_when_none_was_held_out(broken, tmp_path)
     assert f"{en_docs:,} documents in the tokenizer's training sample; minimum 50" in seven
     assert "no English document" not in seven and en_docs > 100
     assert status(cp.stdout)[7] == "FAIL" and "en compression" in seven
+    # the likely cause names the vocabulary's size too (a small one fails both languages)
+    vocab = json.loads((broken / "tokenizer" / "tokenizer.json").read_text())
+    size = len(vocab["model"]["vocab"]) + sum(
+        t["id"] >= len(vocab["model"]["vocab"]) for t in vocab["added_tokens"])
+    assert f"or a vocabulary too small for it ({size:,} tokens); rebalance, or raise " \
+           "--vocab-size, and rerun train_tokenizer.py" in seven, seven
 
 
 def test_a_chinese_only_corpus_is_not_failed_for_lacking_english(tmp_path):
