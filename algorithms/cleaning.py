@@ -504,10 +504,6 @@ def recipe_error(rules: tuple[Rule, ...]) -> str | None:
         return "no rules to run"
     if len(rules) > MAX_RULES:
         return f"{len(rules)} rules: at most {MAX_RULES} run together"
-    langs = [r.name for r in rules if isinstance(r, LanguageRule)]
-    if len(langs) > 1:   # a run decides each document's language once, by one threshold
-        return (f"rules {langs[0]!r} and {langs[1]!r} are both language rules: a run has one "
-                "(the tutorial's lang, --min-lang-conf)")
     seen: dict[str, Rule] = {}
     for r in rules:
         for what, key in (("name", r.name), ("flag", r.key)):
@@ -521,6 +517,10 @@ def recipe_error(rules: tuple[Rule, ...]) -> str | None:
             return (f"rules {other.name!r} and {r.name!r} both measure a signal "
                     f"{r.signal!r}, differently: give one another name")
         seen.setdefault(f"signal:{r.signal}", r)
+    langs = [r.name for r in rules if isinstance(r, LanguageRule)]
+    if len(langs) > 1:   # a run decides each document's language once, by one threshold
+        return (f"rules {langs[0]!r} and {langs[1]!r} are both language rules: a run has one "
+                "(the tutorial's lang, --min-lang-conf)")
     return None
 
 
