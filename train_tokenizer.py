@@ -396,6 +396,14 @@ def check(args) -> None:
     os.environ["RAYON_NUM_THREADS"] = str(args.workers)
 
 
+# What this code writes for a given input and flags: raised whenever that changes (the
+# sample, the held-out draw, the files), so a tokenizer made by older code is not kept as
+# current. 2: the language counts and held-out text of the code since the held-out
+# documents were cropped like the sample's (a tokenizer of the older code kept its older
+# report/heldout.parquet, which a fresh run no longer writes).
+OUTPUT_VERSION = 2
+
+
 def config(run: Run) -> dict:
     """The output depends only on the input, this config and the library: when the
     tokenizer in place was trained from them, a rerun keeps it (training is the slowest
@@ -403,7 +411,8 @@ def config(run: Run) -> dict:
     from importlib.metadata import version
 
     a = run.args
-    return {"vocab_size": a.vocab_size, "min_frequency": a.min_frequency,
+    return {"output_version": OUTPUT_VERSION,
+            "vocab_size": a.vocab_size, "min_frequency": a.min_frequency,
             "sample_ratio": a.sample_ratio, "min_bytes": a.min_bytes,
             "max_bytes": a.max_bytes, "max_doc_chars": a.max_doc_chars,
             "heldout_bytes": a.heldout_bytes, "seed": a.seed,
