@@ -363,15 +363,22 @@ def test_editing_a_constant_of_a_rule_file_measures_its_signal_again(raw, tmp_pa
     """A rule file's function is known by its whole file: a rerun after editing a constant
     it reads (not the function itself) equals a fresh run, instead of reusing the old
     signal."""
-    f = tmp_path / "const_rule.py"
     code = ('import numpy as np\nfrom algorithms.cleaning import Rule\nK = {k}\n'
             'def f(texts):\n    return np.full(len(texts), K)\n'
             'RULES = [Rule("const_rule", "c", "const_sig", f, 0.5, "below", "--const-min", '
             'bins=(0.0, 1.0))]\n')
-    f.write_text(code.format(k=1.0))
+    _an_edited_constant_is_measured_again(raw, tmp_path, tmp_path / "const_rule.py",
+                                          lambda k: code.format(k=k).encode())
+
+
+def _an_edited_constant_is_measured_again(raw: Path, tmp_path: Path, f: Path, text) -> None:
+    """A rule file whose rule is a constant K (text(K): the file's bytes) removes nothing
+    at K=1; edited to K=0, the rerun measures the signal again (it removes every document)
+    and equals a fresh run."""
+    f.write_bytes(text(1.0))
     clean(raw, tmp_path / "a", "--rules", f"tutorial,{f}")
     assert manifest(tmp_path / "a")["counts"]["removed"].get("const_rule", 0) == 0
-    f.write_text(code.format(k=0.0))
+    f.write_bytes(text(0.0))
     clean(raw, tmp_path / "a", "--rules", f"tutorial,{f}")
     m = manifest(tmp_path / "a")
     assert m["signals"]["measured"] == {"const_sig": m["signals"]["tasks"]}
@@ -573,22 +580,13 @@ def test_editing_which_library_function_a_rule_file_uses_measures_again(raw, tmp
 def test_editing_a_rule_file_in_another_encoding_measures_its_signal_again(raw, tmp_path):
     """A rule file in Latin-1 (declared by its coding line, as Python allows) is known by
     its bytes like any other: editing a constant in it invalidates its kept signal."""
-    f = tmp_path / "latin_rule.py"
     code = ('# -*- coding: latin-1 -*-\nimport numpy as np\nfrom algorithms.cleaning import Rule\n'
             'NAME = "r\xe9sum\xe9"\nK = {k}\n'
             'def f(texts):\n    return np.full(len(texts), K)\n'
             'RULES = [Rule("const_rule", "c", "const_sig", f, 0.5, "below", "--const-min", '
             'bins=(0.0, 1.0))]\n')
-    f.write_bytes(code.format(k=1.0).encode("latin-1"))
-    clean(raw, tmp_path / "a", "--rules", f"tutorial,{f}")
-    assert manifest(tmp_path / "a")["counts"]["removed"]["const_rule"] == 0
-    f.write_bytes(code.format(k=0.0).encode("latin-1"))
-    clean(raw, tmp_path / "a", "--rules", f"tutorial,{f}")
-    m = manifest(tmp_path / "a")
-    assert m["signals"]["measured"] == {"const_sig": m["signals"]["tasks"]}
-    assert m["counts"]["docs_out"] == 0
-    clean(raw, tmp_path / "fresh", "--rules", f"tutorial,{f}")
-    assert data_files(tmp_path / "a") == data_files(tmp_path / "fresh")
+    _an_edited_constant_is_measured_again(raw, tmp_path, tmp_path / "latin_rule.py",
+                                          lambda k: code.format(k=k).encode("latin-1"))
 
 
 def test_an_export_leaves_the_files_beside_it_alone(raw, tmp_path):
