@@ -42,6 +42,28 @@ def index_path(folder: str | os.PathLike) -> Path:
     return Path(folder) / INDEX
 
 
+def _index_shape_error(idx) -> str | None:
+    """What is wrong with a parsed index.json's shape, or None."""
+    if not isinstance(idx, dict):
+        return "not a JSON object"
+    if not isinstance(idx.get("depends_on", {}), dict):
+        return "'depends_on' is not an object"
+    files = idx.get("files", [])
+    if not isinstance(files, list):
+        return "'files' is not a list"
+    for i, e in enumerate(files):
+        if not isinstance(e, dict):
+            return f"file entry {i} is not an object"
+        missing = [k for k in ENTRY_KEYS if k not in e]
+        if missing:
+            return f"file entry {i} has no {', '.join(missing)}"
+        if not all(isinstance(e[k], str) for k in ("name", "shard", "xxh3_128")) or not all(
+                isinstance(e[k], int) and not isinstance(e[k], bool) and e[k] >= 0
+                for k in ("row_start", "rows", "size")):
+            return f"file entry {i} has a value of the wrong type"
+    return None
+
+
 class KeptStore:
     """A store whose index matched the current `depends_on` (see module docstring)."""
 
@@ -54,15 +76,26 @@ class KeptStore:
             v.sort(key=lambda e: e["row_start"])
 
     @staticmethod
-    def open(folder: str | os.PathLike, depends_on: dict) -> tuple["KeptStore | None", str]:
-        """(store, "") when `folder` holds a store made for `depends_on`; else (None, why)."""
+    def open(folder: str | os.PathLike, depends_on: dict,
+             index_digest: str | None = None) -> tuple["KeptStore | None", str]:
+        """(store, "") when `folder` holds a store made for `depends_on`; else (None, why).
+        index_digest: the index's digest as the run that wrote it recorded it (its
+        manifest), when known: the counts an index keeps beside its files are covered by
+        no file's digest, so an index edited since is not used."""
         folder = Path(folder)
         try:
-            idx = json.loads(index_path(folder).read_text(encoding="utf-8"))
+            raw = index_path(folder).read_bytes()
+            idx = json.loads(raw.decode("utf-8"))
         except FileNotFoundError:
             return None, "none kept"
         except (OSError, ValueError) as e:
             return None, f"unreadable index ({e})"
+        wrong = _index_shape_error(idx)
+        if wrong:
+            return None, f"unreadable index ({wrong})"
+        if index_digest and xxhash.xxh3_128_hexdigest(raw) != index_digest:
+            return None, (f"{INDEX} is not the one the run that wrote it recorded in its "
+                          "manifest (edited since?)")
         if idx.get("depends_on") != depends_on:
             changed = sorted(k for k in set(depends_on) | set(idx.get("depends_on") or {})
                              if (idx.get("depends_on") or {}).get(k) != depends_on.get(k))
@@ -91,12 +124,13 @@ class KeptStore:
 
 
 def cover_units(folder: str | os.PathLike, depends_on: dict, units: list, label: str,
-                whole_only: bool = False) -> tuple[list[list[dict] | None], str | None]:
+                whole_only: bool = False, index_digest: str | None = None
+                ) -> tuple[list[list[dict] | None], str | None]:
     """For each unit (with .shard, .row_start, .rows), the pieces of the store at `folder`
     that cover its rows, or None where the store does not cover them (with whole_only,
     also where a piece is only part of a kept file); and one line saying whether the store
     is used and how much it covers (None when nothing was kept there)."""
-    store, why = KeptStore.open(folder, depends_on)
+    store, why = KeptStore.open(folder, depends_on, index_digest)
     if store is None:
         line = None if why == "none kept" else f"{label} in {display_path(folder)} not used: {why}"
         return [None] * len(units), line
@@ -127,11 +161,13 @@ def nothing_kept(output: str | os.PathLike, kind: str, names: tuple[str, ...]) -
 
 
 def sources(output: str | os.PathLike, kind: str, stores: dict[str, tuple[dict, bool]],
-            units: list, labels: dict[str, str] | None = None
+            units: list, labels: dict[str, str] | None = None,
+            index_digests: dict[str, str] | None = None
             ) -> tuple[dict[str, list[list[list[dict]]]], list[str]]:
     """Where each unit's kept measurements are: for every store name (a folder in the
     output, and the same folder in the side store `kind`), the pieces that cover each
     unit, the output's first. stores: name -> (what it depends on, whole files only).
+    index_digests: name -> the digest of the output's index as its manifest records it.
     Returns ({name: [per unit: [pieces of each store that covers it]]}, one line per store
     on whether it is used)."""
     out: dict[str, list[list[list[dict]]]] = {name: [[] for _ in units] for name in stores}
@@ -139,9 +175,11 @@ def sources(output: str | os.PathLike, kind: str, stores: dict[str, tuple[dict, 
     for where in (Path(output), side_store(output, kind)):
         for name, (deps, whole_only) in stores.items():
             label = (labels or {}).get(name, name)
+            own = where == Path(output)
             cover, line = cover_units(where / name, deps, units,
-                                      f"kept {label}" if where == Path(output)
-                                      else f"{label} measured by a sweep", whole_only)
+                                      f"kept {label}" if own
+                                      else f"{label} measured by a sweep", whole_only,
+                                      (index_digests or {}).get(name) if own else None)
             if line:
                 notes.append(line)
             for per_unit, pieces in zip(out[name], cover):
@@ -222,10 +260,11 @@ def keep_whole(folder: str | os.PathLike, depends_on: dict, name: str, **extra) 
     return write_index(folder, depends_on, [e])
 
 
-def whole_piece(folder: str | os.PathLike, depends_on: dict) -> tuple[dict | None, dict, str]:
+def whole_piece(folder: str | os.PathLike, depends_on: dict, index_digest: str | None = None
+                ) -> tuple[dict | None, dict, str]:
     """Where the file of a keep_whole store made for `depends_on` is, unread: (piece for
     read_verified, its extra counts, ""); else (None, {}, why)."""
-    store, why = KeptStore.open(folder, depends_on)
+    store, why = KeptStore.open(folder, depends_on, index_digest)
     if store is None:
         return None, {}, why
     if len(store.by_shard.get("", [])) != 1:
@@ -235,10 +274,11 @@ def whole_piece(folder: str | os.PathLike, depends_on: dict) -> tuple[dict | Non
             _extra(e), "")
 
 
-def load_whole(folder: str | os.PathLike, depends_on: dict) -> tuple[bytes | None, dict, str]:
+def load_whole(folder: str | os.PathLike, depends_on: dict, index_digest: str | None = None
+               ) -> tuple[bytes | None, dict, str]:
     """The file of a keep_whole store made for `depends_on`, when its digest checks out:
     (bytes, its extra counts, ""); else (None, {}, why)."""
-    piece, extra, why = whole_piece(folder, depends_on)
+    piece, extra, why = whole_piece(folder, depends_on, index_digest)
     if piece is None:
         return None, {}, why
     data = read_verified(piece)

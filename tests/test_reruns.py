@@ -347,6 +347,40 @@ def test_minhash_bad_signature_files_are_recomputed(dedup_first, tmp_path):
     assert "made for another seed" in cp.stderr
 
 
+def test_minhash_malformed_kept_index_is_not_used(dedup_first, tmp_path):
+    """An index.json edited into valid JSON of the wrong shape is a store not used (said
+    in one line), not a traceback; the output is still a fresh run's."""
+    d = _copy(dedup_first, tmp_path)
+    (d / "dedup" / "signatures" / "index.json").write_text("[1, 2]")
+    idx = d / "dedup" / "bands" / "index.json"
+    j = json.loads(idx.read_text())
+    del j["files"][0]["xxh3_128"]
+    idx.write_text(json.dumps(j))
+    cp = _minhash(d, "dedup", "--threshold", "0.85")
+    _minhash(d, "fresh", "--threshold", "0.85", "--no-keep-signatures")
+    assert _mh_outputs(d / "dedup") == _mh_outputs(d / "fresh")
+    assert "kept signatures" in cp.stderr and "kept bands" in cp.stderr
+    assert cp.stderr.count("unreadable index") == 2
+
+
+def test_minhash_hand_edited_index_counts_are_not_trusted(dedup_first, tmp_path):
+    """The counts an index keeps beside its files (text bytes, short texts, band
+    collisions) are not covered by the files' digests: an index that is not the one the
+    run recorded in its manifest is not used, so the counts are a fresh run's."""
+    d = _copy(dedup_first, tmp_path)
+    for name, key in (("signatures", "bytes"), ("candidates", "band_pairs")):
+        idx = d / "dedup" / name / "index.json"
+        j = json.loads(idx.read_text())
+        j["files"][0][key] += 1000
+        idx.write_text(json.dumps(j, indent=2))
+    cp = _minhash(d, "dedup")
+    _minhash(d, "fresh", "--no-keep-signatures")
+    counts = [json.loads((d / o / "manifest.json").read_text())["counts"] for o in ("dedup", "fresh")]
+    assert counts[0] == counts[1]
+    assert _mh_outputs(d / "dedup") == _mh_outputs(d / "fresh")
+    assert "index.json is not the one" in cp.stderr
+
+
 def test_minhash_sweep_writes_no_output(dedup_first, tmp_path):
     d = _copy(dedup_first, tmp_path)
     files = {p: p.read_bytes() for p in (d / "dedup").rglob("*") if p.is_file()}
