@@ -336,6 +336,9 @@ def flags(p, argv) -> None:
 def check(args) -> None:
     if args.ngram < 1:
         raise StageError(f"--ngram {args.ngram}: must be at least 1")
+    if args.ngram >= 2 ** 64:   # the signature kernels take it as a 64-bit integer
+        raise StageError(f"--ngram {args.ngram}: must be at most 2**64-1 (a text shorter "
+                         "than a shingle is one shingle)")
     for flag, v in (("--num-perm", args.num_perm), ("--bands", args.bands), ("--rows", args.rows)):
         if v < 1:
             raise StageError(f"{flag} {v}: must be positive")

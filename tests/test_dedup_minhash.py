@@ -311,6 +311,9 @@ def test_bad_flags_are_one_line_errors(sample_layout, tmp_path):
     assert cp.returncode == 2 and "nope" in cp.stderr and len(cp.stderr.strip().splitlines()) == 1
     for flag, value, says in [("--seed", "-1", "--seed -1: must be >= 0"),
                               ("--bands", "0", "--bands 0: must be positive"),
+                              # beyond what the kernel takes: a one-line error, not numba's
+                              ("--ngram", str(2**64), f"--ngram {2**64}: must be at most "
+                               "2**64-1 (a text shorter than a shingle is one shingle)"),
                               ("--num-perm", "1000000", "--num-perm 1000000: at most 4,096 "
                                "(every document keeps 4 bytes a hash; the tutorial uses 128)")]:
         cp = run_script("dedup_minhash.py", "--input", sample_layout / "raw", "--output", out,
