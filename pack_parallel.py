@@ -350,6 +350,8 @@ def check(a) -> None:
         raise StageError(f"--seed {a.seed}: must be between 0 and 2**64-1")
     if a.batch_rows <= 0:
         raise StageError(f"--batch-rows {a.batch_rows}: must be positive")
+    if a.batch_rows >= 2 ** 63:   # Arrow reads batches of an int64 number of rows
+        raise StageError(f"--batch-rows {a.batch_rows}: must be at most 2**63-1")
     if a.check_bytes < 0:
         raise StageError(f"--check-bytes {a.check_bytes}: must be 0 (no identity check) or more")
     # train.bin goes beside the stages' folders, never into one: that stage's next run

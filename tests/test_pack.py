@@ -518,7 +518,10 @@ def test_bad_input_is_one_line_and_keeps_previous_output(packed, tok_path, tmp_p
     cp = run_script("pack_parallel.py", "--val-ratio", "1.5", check=False)
     assert cp.returncode == 2 and "--val-ratio" in cp.stderr
     for flag, value, says in (("--check-bytes", "-1", "--check-bytes -1: must be 0"),
-                              ("--batch-rows", "0", "--batch-rows 0: must be positive")):
+                              ("--batch-rows", "0", "--batch-rows 0: must be positive"),
+                              # not numba's or Arrow's OverflowError from inside a worker
+                              ("--batch-rows", str(2**63), f"--batch-rows {2**63}: must be "
+                               "at most 2**63-1")):
         cp = pack(packed, tmp_path / "out", tok_path, flag, value, check=False)
         assert cp.returncode == 2 and says in cp.stderr.strip().splitlines()[-1], cp.stderr
     assert (packed / "train.bin").read_bytes() == before
