@@ -93,13 +93,13 @@ class KeptStore:
         wrong = _index_shape_error(idx)
         if wrong:
             return None, f"unreadable index ({wrong})"
-        if index_digest and xxhash.xxh3_128_hexdigest(raw) != index_digest:
-            return None, (f"{INDEX} is not the one the run that wrote it recorded in its "
-                          "manifest (edited since?)")
-        if idx.get("depends_on") != depends_on:
+        if idx.get("depends_on") != depends_on:   # said first: it tells why
             changed = sorted(k for k in set(depends_on) | set(idx.get("depends_on") or {})
                              if (idx.get("depends_on") or {}).get(k) != depends_on.get(k))
             return None, f"made for another {', '.join(changed)}"
+        if index_digest and xxhash.xxh3_128_hexdigest(raw) != index_digest:
+            return None, (f"{INDEX} is not the one the run that wrote it recorded in its "
+                          "manifest (edited since?)")
         return KeptStore(folder, idx.get("files", [])), ""
 
     def pieces(self, shard: str, row_start: int, rows: int) -> list[dict] | None:

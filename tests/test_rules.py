@@ -639,3 +639,26 @@ def test_a_run_whose_commit_fails_leaves_the_previous_export(raw, tmp_path):
     assert ex.read_bytes() != before and verdicts.count("too_short") > 0
     assert verdicts.count("too_short") > pq.read_table(
         pa.BufferReader(before), columns=["verdict"]).column(0).to_pylist().count("too_short")
+
+
+def test_a_hand_edited_signals_index_is_not_used(raw, tmp_path):
+    """The rows and signal versions signals/index.json lists are covered by no file's
+    digest: an index that claims a signal its file lacks (edited by hand) stopped the next
+    run with a KeyError traceback. An index that is not the one the run recorded in its
+    manifest is not used: its signals are measured again, and the output is a fresh run's."""
+    out = tmp_path / "a"
+    clean(raw, out, "--rules", "tutorial,fineweb")
+    clean(raw, tmp_path / "fresh", "--rules", "tutorial,fineweb,gopher_quality")
+    claims = json.loads((tmp_path / "fresh" / "signals" / "index.json").read_text())
+    version = claims["files"][0]["signals"]["gopher_quality.word_count"]
+    idx = out / "signals" / "index.json"
+    j = json.loads(idx.read_text())
+    for e in j["files"]:
+        e["signals"]["gopher_quality.word_count"] = version
+    idx.write_text(json.dumps(j, indent=2))
+    cp = clean(raw, out, "--rules", "tutorial,fineweb,gopher_quality")
+    assert "index.json is not the one the run that wrote it recorded in its manifest" in cp.stderr
+    assert data_files(out) == data_files(tmp_path / "fresh")
+    # the next run reads the index the last one recorded: nothing measured
+    cp = clean(raw, out, "--rules", "tutorial,fineweb,gopher_quality")
+    assert manifest(out)["signals"]["tasks_reused"] == manifest(out)["signals"]["tasks"]
