@@ -78,8 +78,7 @@ from pipeline.clean_flags import (check_export_path, check_languages, parse_clea
 from pipeline.clean_report import (EXAMPLE_CHARS, Examples, Tally, example_texts, export_table,
                                    merge, notes_lines, rule_rows, signals_line, signals_summary,
                                    stats_table, write_export, write_reports)
-from pipeline.clean_signals import (SIGNALS_VERSION, kept_signal_versions, load_kept,
-                                    recorded_index_digest)
+from pipeline.clean_signals import SIGNALS_VERSION, kept_signal_versions, load_kept
 from pipeline.clean_sweep import plan_sweep, sweep_markdown, sweep_pairs, sweep_report
 from pipeline.errors import StageError, run_stage
 from pipeline.progress import task_progress
@@ -318,10 +317,10 @@ def signal_deps(run: Run, recipe: Recipe) -> dict:
 def signal_sources(run: Run, recipe: Recipe) -> tuple[list, list[str]]:
     """For every unit, the kept signal files that cover it (from the output's signals/
     and from a sweep's side store), and one line per store saying whether it is used."""
+    recorded = kept_store.recorded_index_digest(run.output, "signals")   # as its manifest says
     found, notes = kept_store.sources(run.output, "signals",
                                       {"signals": (signal_deps(run, recipe), False)}, run.units,
-                                      index_digests={"signals":
-                                                     recorded_index_digest(run.output)})
+                                      index_digests={"signals": recorded})
     return found["signals"], notes
 
 

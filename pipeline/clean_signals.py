@@ -9,15 +9,11 @@ removed rule is not read.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from algorithms.cleaning import Signals
 from pipeline import kept_store
-from pipeline.manifest import MANIFEST
 
 
 SIGNALS_VERSION = 2   # 2: the text's UTF-8 bytes are kept too (a sweep then reads no text)
@@ -25,19 +21,6 @@ SIGNALS_VERSION = 2   # 2: the text's UTF-8 bytes are kept too (a sweep then rea
 
 # what a store written before signals were kept per rule holds: the tutorial's four
 OLD_STORE_SIGNALS = {"chars": "1", "dup_line_share": "1", "longest_run": "1", "alnum_share": "1"}
-
-
-def recorded_index_digest(output: Path) -> str | None:
-    """signals/index.json's digest as the run that wrote the output recorded it in its
-    manifest (signals.index_xxh3_128), None when there is none to read. The rows and the
-    signal versions an index lists are covered by no file's digest: an index edited since
-    is not used (a signal it claims, missing from its file, was a KeyError traceback)."""
-    try:
-        m = json.loads((Path(output) / MANIFEST).read_text(encoding="utf-8"))
-        digest = (m.get("signals") or {}).get("index_xxh3_128")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return digest if isinstance(digest, str) else None
 
 
 def kept_signal_versions(pieces: list[dict]) -> dict[str, str]:

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-from .manifest import display_path, write_json
+from .manifest import MANIFEST, display_path, write_json
 from .shards import file_record
 
 INDEX = "index.json"
@@ -62,6 +62,21 @@ def _index_shape_error(idx) -> str | None:
                 for k in ("row_start", "rows", "size")):
             return f"file entry {i} has a value of the wrong type"
     return None
+
+
+def recorded_index_digest(output: str | os.PathLike, *keys: str) -> str | None:
+    """A kept store's index.json digest as the run that wrote `output` recorded it in its
+    manifest, under `keys` (("signals",) for clean's, ("kept", "bands") for one of
+    dedup_minhash's); None when there is none to read. The rows and counts an index lists
+    are covered by no file's digest: an index edited since is not used (KeptStore.open)."""
+    try:
+        node = json.loads((Path(output) / MANIFEST).read_text(encoding="utf-8"))
+        for k in keys:
+            node = node.get(k)
+        digest = node.get("index_xxh3_128")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return digest if isinstance(digest, str) else None
 
 
 class KeptStore:

@@ -12,7 +12,6 @@ also by how a bucket is read (candidate_deps); the removed rows also by --thresh
 from __future__ import annotations
 
 import io
-import json
 import os
 import shutil
 from pathlib import Path
@@ -23,7 +22,6 @@ from algorithms import minhash
 from pipeline import kept_store
 from pipeline.kept_store import keep_whole, load_whole, read_verified, side_store, write_index
 from pipeline.kept_store import entry as kept_entry
-from pipeline.manifest import MANIFEST
 from pipeline.shards import link_or_copy
 from pipeline.units import Unit, locate
 from pipeline.work_files import save_npy
@@ -48,19 +46,6 @@ def candidate_deps(run) -> dict:
     return {**band_deps(run), "all_pairs_max": minhash.ALL_PAIRS_MAX}
 
 
-def recorded_index_digests(output: Path) -> dict[str, str]:
-    """The digest of each kept store's index.json as the run that wrote the output recorded
-    it in its manifest (kept.NAME.index_xxh3_128); {} when there is none to read."""
-    try:
-        kept = json.loads((Path(output) / MANIFEST).read_text(encoding="utf-8")).get("kept")
-    except (OSError, ValueError, AttributeError):
-        return {}
-    if not isinstance(kept, dict):
-        return {}
-    return {name: v["index_xxh3_128"] for name, v in kept.items()
-            if isinstance(v, dict) and isinstance(v.get("index_xxh3_128"), str)}
-
-
 def kept_sources(run) -> tuple[dict, list[str]]:
     """For every unit, the kept signature and band files that cover it (the output's own,
     then a sweep's side store); whole files only (the same cut into units): they carry
@@ -68,7 +53,8 @@ def kept_sources(run) -> tuple[dict, list[str]]:
     the counts they keep are covered by no file's digest."""
     return kept_store.sources(run.output, KIND, {"signatures": (signature_deps(run), True),
                                               "bands": (band_deps(run), True)}, run.units,
-                              index_digests=recorded_index_digests(run.output))
+                              index_digests={n: kept_store.recorded_index_digest(
+                                  run.output, "kept", n) for n in ("signatures", "bands")})
 
 
 def save_or_link(arr: np.ndarray, pieces: list[dict], dst: Path) -> None:
@@ -148,7 +134,7 @@ def kept_candidates(output: Path, deps: dict) -> tuple[np.ndarray | None, int, l
     exactly these band hashes and signatures: (rows of [doc a, doc b, matching positions],
     band collisions, notes); (None, 0, notes) if none."""
     notes = []
-    recorded = recorded_index_digests(output).get("candidates")
+    recorded = kept_store.recorded_index_digest(output, "kept", "candidates")
     for where in (output, side_store(output, KIND)):
         data, extra, why = load_whole(where / "candidates", deps,
                                       recorded if where == output else None)
