@@ -20,13 +20,13 @@ def child():   # every process the stage forks: is its collector on, and what is
     with open(LOG, "a") as f:
         f.write(f"fork {os.getpid()} enabled={gc.isenabled()} frozen={gc.get_freeze_count()}\\n")
 os.register_at_fork(after_in_child=child)
+def driver():   # at the driver's exit: a stage ends without the interpreter's tear-down,
+    with open(LOG, "a") as f:   # but with its exit handlers
+        f.write(f"driver enabled={gc.isenabled()}\\n")
+import atexit; atexit.register(driver)
 script = sys.argv[1]
 sys.argv = sys.argv[1:]
-try:
-    runpy.run_path(script, run_name="__main__")
-finally:
-    with open(LOG, "a") as f:
-        f.write(f"driver enabled={gc.isenabled()}\\n")
+runpy.run_path(script, run_name="__main__")
 '''
 
 
