@@ -41,7 +41,7 @@ from pipeline.shards import HashingFile, id_hashes, ids_with_hash, iter_batches
 
 from .packing_fast import BpeEncoder
 from .tokenizer_file import (byte_level_unsupported, encode_bounded, eos_id, load_tokenizer,
-                             ordinary_tokenizer, to_tiktoken)
+                             ordinary_tokenizer, plain_text, to_tiktoken)
 
 DTYPE = np.uint16
 CHUNK = 1 << 24  # 16 MB copy blocks when concatenating parts (5.5)
@@ -150,8 +150,10 @@ class Encoder:
             if self.fast is None:
                 raise NotConvertible(tokenizer_path, kind, byte_level_unsupported(tok)
                                      or "not a byte-level vocabulary")
-        else:
-            self.hf = ordinary_tokenizer(tok)
+        else:   # document text as plain text (plain_text when it encodes), or a copy
+            # without the added tokens when some of them are not special
+            specials = all(t.special for t in tok.get_added_tokens_decoder().values())
+            self.hf = tok if specials else ordinary_tokenizer(tok)
 
     def ids(self, text: str) -> np.ndarray:
         """One document's ids (no EOS)."""
@@ -159,7 +161,8 @@ class Encoder:
             return self.fast.ids(text)
         if self.kind == "tiktoken":
             return self.fast.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
-        return np.asarray(self.hf.encode(text, add_special_tokens=False).ids, dtype=np.uint32)
+        with plain_text(self.hf) as plain:
+            return np.asarray(plain.encode(text, add_special_tokens=False).ids, dtype=np.uint32)
 
     def ids_many(self, texts: list[str]) -> list[np.ndarray]:
         """ids() of each text; HF's in one encode_batch_fast call (the same ids, without
@@ -168,7 +171,8 @@ class Encoder:
             return [self.ids(t) for t in texts]
         # long texts in pieces, cut where the split pattern cuts: HF holds ~150 bytes per
         # token of a call, 3 GB for one 20 MB document
-        return [np.asarray(ids, dtype=np.uint32) for ids in encode_bounded(self.hf, texts)]
+        with plain_text(self.hf) as plain:
+            return [np.asarray(ids, dtype=np.uint32) for ids in encode_bounded(plain, texts)]
 
     def pack(self, texts: list[str]) -> np.ndarray:
         """The documents' ids, each followed by one EOS, as one uint16 array."""

@@ -24,7 +24,7 @@ from algorithms.loader import get_batch
 from pipeline.shards import file_digest
 from pipeline.units import plan_units
 from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, encode_bounded, load_tokenizer,
-                                ordinary_tokenizer, pieces, splits_like_gpt2, to_tiktoken,
+                                ordinary_tokenizer, pieces, plain_text, splits_like_gpt2, to_tiktoken,
                                 tokenizer_hash)
 
 
@@ -320,9 +320,26 @@ def test_ordinary_tokenizer_encodes_added_tokens_as_text_both_ways(tok_path, tmp
         for plain in (ordinary_tokenizer(tok), ordinary_tokenizer(with_plain)):
             assert plain.encode(t, add_special_tokens=False).ids == want
             assert plain.encode_batch_fast([t], add_special_tokens=False)[0].ids == want
+        for shared in (tok, with_plain):   # plain_text: the same, the object told back after
+            with plain_text(shared) as plain:
+                assert plain.encode(t, add_special_tokens=False).ids == want
+            assert not shared.encode_special_tokens
     assert ordinary_tokenizer(tok).encode_special_tokens         # the shortcut was taken
     assert not ordinary_tokenizer(with_plain).encode_special_tokens
     assert tok.encode(SPECIAL_TOKENS[0], add_special_tokens=False).ids == [0]   # untouched
+    with pytest.raises(ZeroDivisionError), plain_text(tok):      # told back after an error too
+        1 / 0
+    assert not tok.encode_special_tokens
+    with plain_text(with_plain) as plain:                        # not all special: a copy
+        assert plain is not with_plain
+    # pack's HF encoder encodes with the shared (loaded once) tokenizer, and leaves it as
+    # it was: the rest of the process still reads the special tokens as special
+    hf = packing.Encoder(str(tok_path), "hf")
+    assert hf.hf is load_tokenizer(tok_path)
+    t = f"x {SPECIAL_TOKENS[0]} y"
+    assert hf.ids(t).tolist() == rebuilt.encode(t, add_special_tokens=False).ids
+    assert [a.tolist() for a in hf.ids_many([t])] == [hf.ids(t).tolist()]
+    assert load_tokenizer(tok_path).encode(SPECIAL_TOKENS[0], add_special_tokens=False).ids == [0]
 
 
 def test_tokenizer_that_does_not_convert_falls_back_to_hf(tok_path, tmp_path):
