@@ -27,9 +27,10 @@ What it does, in the order the tutorial asks for it:
   than tiktoken given the same vocabulary (`--encoder tiktoken`, ~12-16 MB/s). Either
   fast path is used only when the tokenizer is a plain byte-level BPE, and only if it
   gives HF's ids on a sample of this corpus (--check-bytes, the first documents of every
-  shard); the tasks check their share of the sample before encoding, so the check runs
-  in parallel with the encoding. If any differ, pack warns and encodes again with HF
-  (--encoder auto), or stops (a fast encoder asked for by name).
+  shard), checked before any task starts. HF encodes the sample in a thread while the
+  driver builds the fast encoder and starts its pool, on the core that would wait. If
+  any differ, pack warns and encodes with HF (--encoder auto), or stops (a fast encoder
+  asked for by name).
 - train.bin / val.bin appear only complete (staged, then renamed); the manifest
   data/pack_manifest.json records documents, tokens, EOS counts, dtype, the tokenizer's
   hash and the input's fingerprint. A rerun whose input, tokenizer and config match it,
@@ -44,30 +45,26 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from algorithms import packing
 from algorithms.loader import write_val_ids
-from algorithms.packing import (TOKEN_BINS, NotConvertible, doc_lengths,
-                                first_difference, get_encoder)
+from algorithms.packing import TOKEN_BINS, NotConvertible, doc_lengths, get_encoder
 from algorithms.tokenizer_file import (check_fits_uint16, eos_id, load_tokenizer,
                                       tokenizer_hash)
 from pipeline import layout
-from pipeline.arrays import strings, to_numpy
+from pipeline.arrays import to_numpy
 from pipeline.errors import StageError, run_stage
 from pipeline.manifest import MANIFEST
 from pipeline.progress import task_progress
-from pipeline.shards import file_record, id_hashes
+from pipeline.shards import file_record, id_hashes, stage_shards
 from pipeline.stage import Output, Run, Stage
 from pipeline.tables import human_bytes, markdown_table, save_report, size_arg, table
 from pipeline.task_results import save_task_result
 from pipeline.units import Unit, read_unit
-from pipeline.work_files import WORK, load_arrow, save_arrow
 
 MANIFEST_NAME = layout.PACK_MANIFEST
 REPORT_DIR = "pack_report"
@@ -84,26 +81,11 @@ def pack_unit(rank: int, world_size: int, units: list[dict], staging: str, token
               encoder: str, seed: int, threshold: int, batch_rows: int) -> None:
     """Task `rank`: encode unit `rank` into _parts/train-RANK.bin and _parts/val-RANK.bin.
 
-    A fast encoder first encodes this task's share of the identity-check sample
-    (_work/check.arrow, its documents rank, rank + tasks, ...) with HF too; if any
-    differs, the task stops there and says which (the driver falls back to HF).
     Streams the unit batch by batch; each batch's ids go to disk as uint16 at once.
     Writes via temporary names, so a task killed halfway leaves nothing that looks done.
     """
     unit = Unit(**units[rank])
     enc = get_encoder(tokenizer, encoder)
-    sample = Path(staging) / WORK / "check.arrow"
-    texts = (load_arrow(sample).column("text").to_pylist()[rank::len(units)]
-             if encoder != "hf" and sample.exists() else [])
-    check = {"docs": len(texts), "seconds": 0.0, "differs": None}
-    if texts:
-        t0 = time.time()
-        bad = first_difference(enc, get_encoder(tokenizer, "hf"), texts)
-        check["seconds"] = round(time.time() - t0, 3)
-        if bad is not None:
-            check["differs"] = [rank + bad * len(units), texts[bad][:60]]
-            save_task_result(staging, "pack", rank, {"check": check})
-            return
     prog = task_progress()
     c = {s: {"docs": 0, "tokens": 0, "eos": 0, "bytes": 0} for s in ("train", "val")}
     hist = np.zeros(len(TOKEN_BINS) - 1, np.int64)
@@ -144,8 +126,7 @@ def pack_unit(rank: int, world_size: int, units: list[dict], staging: str, token
     save_task_result(staging, "pack", rank, {
         "shard": Path(unit.shard).name, "rows": [unit.row_start, unit.row_start + unit.rows],
         "docs_in": docs_in, "null_text": nulls, **c, "val_ids": val_ids,
-        "tokens_per_doc_hist": hist.tolist(), "check": check,
-        "inherited": enc.built_by != os.getpid()})
+        "tokens_per_doc_hist": hist.tolist(), "inherited": enc.built_by != os.getpid()})
 
 
 def part_path(staging: str | os.PathLike, split: str, rank: int) -> Path:
@@ -160,21 +141,23 @@ def run(run: Run) -> Output:
     with run.phase("split"):
         threshold, n_docs, n_val = packing.val_threshold(run.shards, args.val_ratio, args.seed)
     kind, enc_info = fast_or_hf(args)
-    texts = packing.sample_texts(run.shards, args.check_bytes) if kind != "hf" else []
-    enc_info.update(checked_docs=len(texts), checked_bytes=sum(len(t.encode("utf-8"))
-                                                              for t in texts))
-    results = encode(run, kind, threshold, texts)
-    enc_info["check_seconds"] = round(sum(r["check"]["seconds"] for r in results), 3)
+    check = identity_check(args, run.shards) if kind != "hf" else None
+    if check is not None:   # the fast encoder against HF on the sample, before any task
+        with run.phase("identity_check"):
+            bad = check.difference(get_encoder(str(args.tokenizer), kind))
+        enc_info.update(checked_docs=len(check.texts),
+                        checked_bytes=sum(len(t.encode("utf-8")) for t in check.texts),
+                        check_seconds=check.seconds)
+        if bad is not None:
+            why = (f"{kind} ids differ from HF on sample document {bad} "
+                   f"({check.texts[bad][:60]!r})")
+            if args.encoder != "auto":
+                raise StageError(f"--encoder {kind}: {why}")
+            print(f"warning: {why}; encoding with HF tokenizers (slower)", file=sys.stderr)
+            kind, enc_info = "hf", {**enc_info, "fallback": why}
+    results = encode(run, kind, threshold)
     # tasks in forked workers that used the encoder built before the fork (build_encoders)
     enc_info["tasks_with_inherited_encoder"] = sum(bool(r.get("inherited")) for r in results)
-    bad = first_mismatch(results)
-    if bad is not None:   # the fast encoder differs from HF on the sample
-        why = f"{kind} ids differ from HF on sample document {bad[0]} ({bad[1]!r})"
-        if args.encoder != "auto":
-            raise StageError(f"--encoder {kind}: {why}")
-        print(f"warning: {why}; encoding with HF tokenizers (slower)", file=sys.stderr)
-        kind, enc_info = "hf", {**enc_info, "fallback": why}
-        results = encode(run, kind, threshold, [], phase="encode_hf")
     with run.phase("concatenate"):                                       # 5.5: concat
         outs, digests = {}, {}
         for s in ("train", "val"):
@@ -223,35 +206,53 @@ def fast_or_hf(args) -> tuple[str, dict]:
     return kind, info
 
 
-def build_encoders(args) -> None:
-    """Before the worker pool is forked: the encoders every task builds the same way (the
-    fast one, and HF's for the identity check), built once here, so that the workers
-    inherit them instead of each building them (about 0.4 s a worker). A tokenizer that
-    does not convert is reported later, by fast_or_hf."""
+# the identity check started before the pool (build_encoders), for the run it was made for
+_CHECK: dict = {}
+
+
+def identity_check(args, shards: list[Path]) -> packing.SampleCheck | None:
+    """The identity check of this run: the one build_encoders started, or one started
+    now; None with --check-bytes 0."""
+    key = (str(args.tokenizer), args.check_bytes, tuple(map(str, shards)))
+    check = _CHECK.pop(key, None)
+    if check is None and args.check_bytes > 0:
+        check = packing.SampleCheck(shards, args.check_bytes, args.tokenizer)
+    return check
+
+
+def build_encoders(args):
+    """Before the worker pool is forked: the fast encoder every task builds the same way,
+    built once here, so that the workers inherit it instead of each building it (about
+    0.3 s a worker); and the identity check's HF side, begun in a thread meanwhile (it
+    reads the input before this run locks it: only the sample's choice could change,
+    never the output). Returns what the pool calls right before it forks: wait for that
+    thread. A tokenizer that does not convert is reported later, by fast_or_hf."""
+    # no HF thread pool in a process that forks its workers (a forked worker would wait
+    # on the pool's threads forever); the check has a core of its own, each worker too
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    _CHECK.clear()
     kind = "numba" if args.encoder == "auto" else args.encoder
-    for k in ([kind] if kind != "hf" else []) + ["hf"]:
-        try:
-            get_encoder(str(args.tokenizer), k)
-        except NotConvertible:
-            pass
+    if kind == "hf":
+        return None
+    shards = stage_shards(args.input)
+    check = packing.SampleCheck(shards, args.check_bytes, args.tokenizer) \
+        if args.check_bytes > 0 else None
+    if check is not None:
+        _CHECK[(str(args.tokenizer), args.check_bytes, tuple(map(str, shards)))] = check
+    try:
+        get_encoder(str(args.tokenizer), kind)
+    except NotConvertible:
+        pass
+    return check.join if check is not None else None
 
 
-def encode(run: Run, kind: str, threshold: int, texts: list[str],
-           phase: str = "encode") -> list[dict]:
-    """The encode phase: one task per unit, each checking its share of `texts` first."""
+def encode(run: Run, kind: str, threshold: int) -> list[dict]:
+    """The encode phase: one task per unit."""
     a = run.args
-    save_arrow(run.staging / WORK / "check.arrow", pa.table({"text": strings(texts)}))
-    run.parallel(phase, pack_unit, units=run.unit_dicts(), staging=str(run.staging),
+    run.parallel("encode", pack_unit, units=run.unit_dicts(), staging=str(run.staging),
                  tokenizer=str(a.tokenizer), encoder=kind, seed=a.seed, threshold=threshold,
                  batch_rows=a.batch_rows)
     return run.results("pack")
-
-
-def first_mismatch(results: list[dict]) -> list | None:
-    """The first sample document (in the sample's order) on which a task's fast encoder
-    differed from HF, as [index, start of its text]; None when all agreed."""
-    found = [r["check"]["differs"] for r in results if r["check"]["differs"]]
-    return min(found, key=lambda d: d[0]) if found else None
 
 
 def merge_counts(results: list[dict], n_docs: int, n_val: int, eos: int, kind: str, tok,

@@ -31,6 +31,8 @@ Departures, each one named where it is made:
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -249,6 +251,53 @@ def first_difference(a: Encoder, b: Encoder, texts: list[str]) -> int | None:
         if not np.array_equal(x, y):
             return i
     return None
+
+
+class SampleCheck:
+    """The identity check's HF side, started early: in a thread of its own, the sample
+    (sample_texts) is read and encoded by HF, with a tokenizer of the thread's own (the
+    vocabulary's ids, its added tokens' strings as plain text), while the caller goes on.
+    Arrow's reads and HF's encoding release the GIL, so the check takes a core that
+    waits anyway: pack's driver builds its fast encoder and starts its pool meanwhile.
+
+    join() waits for the thread (before a fork: nothing may run beside a fork);
+    difference(enc) waits too, then gives the index of the first sample text on which
+    `enc` gives other ids than HF (first_difference's answer), or None."""
+
+    def __init__(self, shards: list[Path], max_bytes: int, tokenizer_path: str | os.PathLike):
+        self.texts: list[str] = []
+        self.hf_ids: list[np.ndarray] = []
+        self.seconds = 0.0
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="identity-check", daemon=True,
+                                        args=(list(shards), max_bytes, str(tokenizer_path)))
+        self._thread.start()
+
+    def _run(self, shards: list[Path], max_bytes: int, tokenizer_path: str) -> None:
+        t0 = time.time()
+        try:
+            from tokenizers import Tokenizer
+
+            texts = sample_texts(shards, max_bytes)
+            with plain_text(Tokenizer.from_file(tokenizer_path)) as plain:
+                self.hf_ids = [np.asarray(ids, dtype=np.uint32)
+                               for ids in encode_bounded(plain, texts)]
+            self.texts = texts
+        except BaseException as e:   # raised again where the caller waits for it
+            self._error = e
+        self.seconds = round(time.time() - t0, 3)
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def difference(self, enc: Encoder) -> int | None:
+        self.join()
+        if self._error is not None:
+            raise self._error
+        for i, (x, y) in enumerate(zip(enc.ids_many(self.texts), self.hf_ids)):
+            if not np.array_equal(x, y):
+                return i
+        return None
 
 
 # --------------------------------------------------------------------------------------

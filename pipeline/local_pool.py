@@ -179,7 +179,8 @@ def _death(code: int) -> str:
     return f"was killed by signal {-code}{oom} {_MEMORY_HINT}"
 
 
-def start_pool_early(args: argparse.Namespace, compiled: bool = False) -> None:
+def start_pool_early(args: argparse.Namespace, compiled: bool = False,
+                     before_fork=None) -> None:
     """Start the stage's worker pool now, right after the arguments are read (local
     executor, two workers or more): the workers are forked from this process while it
     holds only its imports and no thread, so they start in milliseconds with every module
@@ -188,7 +189,10 @@ def start_pool_early(args: argparse.Namespace, compiled: bool = False) -> None:
 
     compiled: the tasks run numba kernels; numba's compiler context is set up here first
     (0.5 s a process, starting no thread), so the workers inherit it instead of each
-    setting it up again."""
+    setting it up again.
+
+    before_fork: called right before the fork (a thread the stage started must have ended:
+    a forked worker has only the thread that forked it)."""
     if getattr(args, "executor", "local") != "local" or int(getattr(args, "workers", 1) or 1) < 2:
         return
     # what every task needs, imported once here rather than in each worker
@@ -203,6 +207,8 @@ def start_pool_early(args: argparse.Namespace, compiled: bool = False) -> None:
         from numba.core import registry
 
         registry.cpu_target.target_context.refresh()
+    if before_fork is not None:
+        before_fork()
     collector.resume()   # the workers start collecting, and never walk what is frozen
     _stage_pool(int(args.workers), "fork")
 

@@ -199,7 +199,8 @@ class Stage:
         # rerun reads kept measurements and never loads it).
         self.compiled = compiled
         # prefork(args): what every task builds the same way (pack's encoders), built once
-        # in the driver before the pool is forked, so the workers inherit it
+        # in the driver before the pool is forked, so the workers inherit it. It may return
+        # a callable, called right before the fork (pack's: wait for its check's thread)
         self.prefork = prefork
         # several_tasks(args): for a stage that plans no units from an input folder
         # (download), whether this run will have several tasks, judged without starting a
@@ -310,10 +311,10 @@ class Stage:
         try:
             args = self.parse(argv)
             if self.needs_pool(args) and not self.looks_current(args):
-                if self.prefork:
-                    self.prefork(args)
+                ready = self.prefork(args) if self.prefork else None
                 start_pool_early(args, compiled=(self.compiled(args) if callable(self.compiled)
-                                                 else self.compiled))
+                                                 else self.compiled),
+                                 before_fork=ready if callable(ready) else None)
         finally:
             collector.resume()
         extra = self.extra_inputs_fn(args) if self.extra_inputs_fn else {}

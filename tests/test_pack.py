@@ -368,8 +368,9 @@ def _pack_here(raw: Path, out: Path, tok: Path, *extra) -> dict:
 def test_ids_that_differ_on_the_sample_fall_back_to_hf(tok_path, sample_layout, tmp_path,
                                                        monkeypatch, capsys):
     """A class table that disagrees with HF's regex on one letter (as a table from an
-    older Unicode version would on a newly assigned one): the tasks' check of the sample
-    sees the ids differ, the stage warns and packs with HF, and the output is HF's."""
+    older Unicode version would on a newly assigned one): the check of the sample, before
+    any task, sees the ids differ, the stage warns and packs with HF, and the output is
+    HF's; asked for by name, it stops before encoding anything."""
     from algorithms import packing, packing_fast as bpe
 
     hf = _pack_here(sample_layout / "raw", tmp_path / "hf", tok_path, "--encoder", "hf")
@@ -388,6 +389,74 @@ def test_ids_that_differ_on_the_sample_fall_back_to_hf(tok_path, sample_layout, 
     with pytest.raises(StageError, match="--encoder numba: numba ids differ"):
         _pack_here(sample_layout / "raw", tmp_path / "stop", tok_path, "--encoder", "numba",
                    "--check-bytes", "20000")
+    assert not (tmp_path / "stop" / "logs" / "pack_parallel" / "encode").exists()
+    assert not (tmp_path / "fell" / "logs" / "pack_parallel" / "encode_hf").exists()
+
+
+FORK_WATCH = '''
+import os, runpy, sys, threading
+LOG = os.environ["FORK_WATCH_LOG"]
+def before():   # every fork of the driver: the threads alive then, and HF's setting
+    with open(LOG, "a") as f:
+        f.write(" ".join(sorted(t.name for t in threading.enumerate())) + " | "
+                + str(os.environ.get("TOKENIZERS_PARALLELISM")) + "\\n")
+os.register_at_fork(before=before)
+script = sys.argv[1]
+sys.argv = sys.argv[1:]
+runpy.run_path(script, run_name="__main__")
+'''
+
+
+def test_the_check_runs_beside_the_set_up_and_ends_before_the_pool_forks(
+        tok_path, sample_layout, tmp_path):
+    """HF encodes the identity check's sample in a thread while the driver builds the fast
+    encoder and starts its pool (on the core that waits); that thread has ended when the
+    pool forks (a forked worker has only the forking thread: one still encoding could
+    leave a lock held), and HF was told to start no thread pool of its own (a worker
+    would wait on its threads forever). No task checks anything again."""
+    import argparse
+    import os
+    import sys
+
+    from conftest import ROOT
+
+    args = argparse.Namespace(encoder="auto", tokenizer=str(tok_path), check_bytes=50_000,
+                              input=str(sample_layout / "raw"))
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    try:
+        ready = pp.build_encoders(args)
+        (check,) = pp._CHECK.values()
+        ready()
+        assert not check._thread.is_alive() and check.texts and len(check.hf_ids) == len(check.texts)
+        assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+        shards = sorted((sample_layout / "raw").glob("*.parquet"))
+        assert pp.identity_check(args, shards) is check and not pp._CHECK   # used once
+        assert pp.identity_check(args, shards) is not check                # then a new one
+    finally:
+        pp._CHECK.clear()
+        if before is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before
+    watch, log = tmp_path / "fork_watch.py", tmp_path / "forks.txt"
+    watch.write_text(FORK_WATCH)
+    out = tmp_path / "out"
+    cp = subprocess.run([sys.executable, str(watch), str(ROOT / "pack_parallel.py"), "--input",
+                         str(sample_layout / "raw"), "--output", str(out), "--tokenizer",
+                         str(tok_path), "--workers", "2"], cwd=ROOT, capture_output=True,
+                        text=True, env={**os.environ, "PYTHONPATH": str(ROOT),
+                                        "FORK_WATCH_LOG": str(log)}, timeout=600)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    forks = log.read_text().splitlines()
+    assert len(forks) >= 2, forks                     # the pool's two workers at least
+    assert all("identity-check" not in f and f.endswith("| false") for f in forks), forks
+    assert "The current process just got forked" not in cp.stderr
+    m = manifest(out)
+    assert m["counts"]["encoder"] == "numba" and m["encoder"]["checked_docs"] > 0
+    assert "identity_check" in m["timings"]
+    assert all("check" not in t for t in m["encoder"].get("tasks", []))
+    stats = json.loads((out / "pack_report" / "pack_stats.json").read_text())
+    assert all("check" not in t for t in stats["tasks"])
 
 
 def test_tiktoken_that_differs_is_refused_when_asked_for(tok_path, sample_layout, tmp_path):
