@@ -423,17 +423,25 @@ def test_the_check_runs_beside_the_set_up_and_ends_before_the_pool_forks(
     args = argparse.Namespace(encoder="auto", tokenizer=str(tok_path), check_bytes=50_000,
                               input=str(sample_layout / "raw"))
     before = os.environ.get("TOKENIZERS_PARALLELISM")
+    switch = sys.getswitchinterval()
     try:
         ready = pp.build_encoders(args)
         (check,) = pp._CHECK.values()
+        # the thread gets the GIL back sooner while it runs, and the interval is put back
+        assert sys.getswitchinterval() == pytest.approx(pp.CHECK_SWITCH_S)
         ready()
+        assert sys.getswitchinterval() == switch
         assert not check._thread.is_alive() and check.texts and len(check.hf_ids) == len(check.texts)
         assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
         shards = sorted((sample_layout / "raw").glob("*.parquet"))
         assert pp.identity_check(args, shards) is check and not pp._CHECK   # used once
         assert pp.identity_check(args, shards) is not check                # then a new one
+        pp.build_encoders(args)   # no pool forked (Ray, say): the run's check puts it back
+        pp.identity_check(args, shards)
+        assert sys.getswitchinterval() == switch
     finally:
         pp._CHECK.clear()
+        sys.setswitchinterval(switch)
         if before is None:
             os.environ.pop("TOKENIZERS_PARALLELISM", None)
         else:
