@@ -58,10 +58,13 @@ def add_executor_args(p: argparse.ArgumentParser, task_mb: bool = True) -> None:
 
 
 def fn_ref(fn: Callable) -> str:
-    """'module:function' for fn, naming a script run as __main__ by its file name."""
+    """'module:function' for fn, naming a script run as __main__ by its file name: the
+    file fn was defined in (under `python -m cProfile script.py` the __main__ module is
+    cProfile's, and the script's functions were looked up there)."""
     mod = fn.__module__
     if mod == "__main__":
-        mod = Path(sys.modules["__main__"].__file__).stem
+        path = getattr(fn, "__globals__", {}).get("__file__") or sys.modules["__main__"].__file__
+        mod = Path(path).stem
     return f"{mod}:{fn.__qualname__}"
 
 
