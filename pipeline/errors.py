@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import re
 import signal
 import sys
 import threading
@@ -23,6 +24,14 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse's parser whose errors are one line, as every other error of a stage is:
     the flag and the value at fault, and where the flags are listed. argparse's own
     printed the whole usage first (15 lines for a stage) and the error after it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # a negative size with its unit ("-1GB") is a value, as "-5" is to argparse, so
+        # the flag's own check can say what is wrong with it; argparse took it for a flag
+        # and said "expected one argument"
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?"
+                                                   r"\s*[A-Za-z]*$")
 
     def error(self, message: str):
         self.exit(2, f"error: {message} ({self.prog} --help lists the flags)\n")

@@ -298,3 +298,16 @@ def test_a_stage_runs_under_cprofile_with_its_tasks_in_the_driver(tmp_path):
                         text=True, timeout=600)
     assert cp.returncode == 0, cp.stderr[-2000:]
     assert prof.stat().st_size > 0 and (tmp_path / "raw" / "manifest.json").exists()
+
+
+def test_a_negative_size_with_its_unit_reaches_the_flags_own_check():
+    """`--check-bytes -1MB` is a value, as `-5` is: the flag's own check says what is wrong
+    (argparse took it for a flag and said "expected one argument")."""
+    for flag, value, want in (("--check-bytes", "-1MB", "--check-bytes -1000000: must be 0"),
+                              ("--check-bytes", "-0.5KB", "--check-bytes -500: must be 0"),
+                              ("--val-ratio", "-1e-3", "--val-ratio -0.001: must be above 0")):
+        cp = run_script("pack_parallel.py", flag, value, check=False)
+        assert cp.returncode == 2 and want in cp.stderr, cp.stderr
+        assert len(cp.stderr.strip().splitlines()) == 1
+    cp = run_script("pack_parallel.py", "-x", check=False)   # a flag still is one
+    assert cp.returncode == 2 and "unrecognized arguments: -x" in cp.stderr
