@@ -1795,9 +1795,26 @@ def parse_args(argv):
         raise StageError(f"--data-dir {a.data_dir} is one stage's output folder (it holds a "
                          f"manifest.json); name the data folder that holds it: --data-dir "
                          f"{display_path(up)}")
+    if not holds_stage_output(Path(a.data_dir)):   # an empty folder, a report subfolder
+        raise StageError(f"--data-dir {a.data_dir} holds nothing a stage writes (no stage "
+                         "folder with its manifest, no pack_manifest.json, no unfinished "
+                         "run); name the data folder the stages wrote (default: data), or "
+                         "run the pipeline first (make demo)")
     a.output = Path(a.output) if a.output else Path(a.data_dir) / REPORT_NAME
     check_report_path(a.output, "--output", ".html", PAGE_TITLE)
     return a
+
+
+def holds_stage_output(data: Path) -> bool:
+    """Whether any stage has written into the data folder `data`: its output with its
+    manifest, or an unfinished run's staging folder (the page names it)."""
+    for stage, (_, folder) in layout.STAGES.items():
+        into = folder == layout.DATA   # pack writes its files into the data folder itself
+        out = data if into else data / folder.name
+        done = data / layout.PACK_MANIFEST if into else out / "manifest.json"
+        if done.is_file() or layout.staging_path(out, stage, into).exists():
+            return True
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -541,6 +541,23 @@ def test_a_stage_folder_as_data_dir_is_one_line_error(layout_copy):
     assert sorted(p.name for p in (d / "raw").iterdir()) == before
 
 
+def test_a_folder_no_stage_wrote_into_is_one_line_error(layout_copy, tmp_path):
+    """An empty folder, or a report folder inside the data folder, as --data-dir: the page
+    said 0 of 6 stages had run and was written there (into any folder a typo named)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for d in (empty, layout_copy / "raw" / "report"):
+        before = sorted(p.name for p in d.iterdir())
+        cp = run_script("report.py", "--data-dir", d, check=False)
+        assert cp.returncode == 2 and cp.stdout == "", cp.stdout
+        assert cp.stderr.startswith("error: ") and len(cp.stderr.strip().splitlines()) == 1
+        assert f"--data-dir {d} holds nothing a stage writes" in cp.stderr
+        assert sorted(p.name for p in d.iterdir()) == before
+    # an unfinished first run is something: the page names it
+    (empty / ".raw.partial").mkdir()
+    assert run_script("report.py", "--data-dir", empty).returncode == 0
+
+
 # --- small functions ---------------------------------------------------------------------
 
 def test_near_threshold_counts_each_side():
