@@ -347,7 +347,12 @@ def run_states(data: Path) -> dict[str, State]:
             now = None
         # data/tokenizer/ deleted is shown by next_step as a folder gone (pack's output
         # stays usable); one from elsewhere that is gone or rewritten makes pack stale
-        if (now or {}).get("output_fingerprint") != rec.get("fingerprint") and (now or not here):
+        if here and tok.state == "unreadable":   # there, but nothing to check pack against
+            pack.state = "stale"
+            pack.message = (f"{display_path(data)}/train.bin cannot be checked: the manifest "
+                            f"of the tokenizer it was packed with ({display_path(used)}) is "
+                            "unreadable; rerun train_tokenizer.py, then pack_parallel.py")
+        elif (now or {}).get("output_fingerprint") != rec.get("fingerprint") and (now or not here):
             pack.state = "stale"
             pack.message = (f"{display_path(data)}/train.bin is stale: the tokenizer it was "
                             f"packed with ({display_path(used.parent)}) was "

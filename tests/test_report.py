@@ -277,6 +277,19 @@ def test_an_unreadable_pack_manifest_names_pack_in_any_data_folder(full_run, tmp
     assert "the stage that writes it" not in page.all_text
 
 
+def test_pack_beside_an_unreadable_tokenizer_manifest_cannot_be_checked(full_run, tmp_path):
+    """data/tokenizer/manifest.json damaged: pack's tokenizer cannot be compared with the
+    one it was packed with, so pack is not shown "ok" beside it (it was)."""
+    d = tmp_path / "run1"
+    shutil.copytree(full_run[0], d, symlinks=True)
+    (d / "tokenizer" / "manifest.json").write_text("{trunc")
+    page = Page(make_report(d)[0])
+    assert page.stages["train_tokenizer"] == "unreadable"
+    assert page.stages["pack_parallel"] == "stale"
+    assert "train.bin cannot be checked" in page.all_text
+    assert "rerun train_tokenizer.py, then pack_parallel.py" in page.all_text
+
+
 def test_a_run_that_did_not_finish_is_named_beside_its_stage(full_run, tmp_path):
     """A clean.py run that stopped (a rule of the user's raised in its tasks) leaves its
     work in data/.cleaned.partial; the page keeps showing the last finished run, and now
