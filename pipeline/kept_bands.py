@@ -15,7 +15,8 @@ caller then computes the signatures, as without a store): the band hashes must h
 made with the same MinHash settings and signature version, on the input the manifest
 names, and the removed rows at the threshold it names; the removed rows (checked once,
 by output_band_sources; each task then reads the few pages it needs) and each band file
-must match their digests; each unit's rows less the removed ones must be the output
+must match their digests, and the band index the one the manifest recorded; each unit's
+rows less the removed ones must be the output
 file's row count; and the output file must still be the one its manifest records (its
 digest: a task reads its unit's file anyway).
 """
@@ -29,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from .filter_phase import keep_mask
-from .kept_store import KeptStore, read_verified, whole_piece
+from .kept_store import KeptStore, read_verified, recorded_index_digest, whole_piece
 from .manifest import MANIFEST
 
 
@@ -50,7 +51,10 @@ def output_band_sources(folder: str | Path, mh: dict, signature_version: int
         return {}, "dedup_minhash.py kept no band hashes (--no-keep-signatures)"
     want = {"version": signature_version, "input_fingerprint": (m.get("input") or {}).get("fingerprint"),
             **{k: mh[k] for k in ("ngram", "num_perm", "seed", "bands", "rows")}}
-    store, why = KeptStore.open(folder / "bands", want)   # what bands/ depends on, exactly
+    # what bands/ depends on, exactly; its index as the run that wrote it recorded it (the
+    # rows each entry claims set where each output file's band columns start)
+    store, why = KeptStore.open(folder / "bands", want,
+                                index_digest=recorded_index_digest(folder, "kept", "bands"))
     if store is None:
         return {}, f"kept band hashes not used: {why}"
     deps = kept["removed"].get("depends_on") or {}

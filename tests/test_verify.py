@@ -237,6 +237,14 @@ def test_kept_band_hashes_are_the_ones_the_texts_give(pipeline_layout, tmp_path)
     (c / "manifest.json").write_text(json.dumps(m))
     got, note = output_band_sources(c, mh, minhash.SIGNATURE_VERSION)
     assert got == {} and "removed rows are not this output's" in note
+    # a band index edited since the run (the rows of an entry set where each output
+    # file's columns start, and no file's digest covers them): not used
+    e = tmp_path / "edited"
+    shutil.copytree(d, e)
+    idx = json.loads((e / "bands" / "index.json").read_text())
+    (e / "bands" / "index.json").write_text(json.dumps(idx, indent=1))   # same content
+    got, note = output_band_sources(e, mh, minhash.SIGNATURE_VERSION)
+    assert got == {} and "edited since" in note
 
 
 def test_verify_reuses_the_kept_band_hashes_and_checks_them(broken, tmp_path):
