@@ -380,7 +380,14 @@ class Stage:
                 Path(tmp).unlink(missing_ok=True)
             raise
         for tmp, dest in out.outside.items():
-            os.replace(tmp, dest)
+            try:
+                os.replace(tmp, dest)
+            except OSError as e:   # the output is in place: say so, and leave no temporary
+                for t in out.outside:
+                    Path(t).unlink(missing_ok=True)
+                raise StageError(f"{dest}: cannot be replaced ({e.strerror or e}); "
+                                 f"{dest} is unchanged, but {args.output} is written; fix "
+                                 "this and rerun the same command") from None
         if self.after_commit:
             self.after_commit(run)
         for line in out.summary:   # notes and warnings to stderr, the rest to stdout

@@ -641,6 +641,31 @@ def test_a_run_whose_commit_fails_leaves_the_previous_export(raw, tmp_path):
         pa.BufferReader(before), columns=["verdict"]).column(0).to_pylist().count("too_short")
 
 
+def test_an_export_that_cannot_be_replaced_after_the_commit_says_so(raw, tmp_path):
+    """The output is committed before the export goes in place: an export file that cannot
+    be replaced (immutable) was 'cannot write' with a traceback-free line that did not say
+    the output was written; now the line says both, and no temporary file is left."""
+    import subprocess
+
+    out, ex = tmp_path / "cleaned", tmp_path / "exports" / "x.parquet"
+    clean(raw, out, "--export-signals", ex)
+    before = ex.read_bytes()
+    if subprocess.run(["chattr", "+i", str(ex)], capture_output=True).returncode:
+        pytest.skip("chattr +i is not permitted here")
+    try:
+        cp = clean(raw, out, "--min-chars", "600", "--export-signals", ex, check=False)
+    finally:
+        subprocess.run(["chattr", "-i", str(ex)], check=True)
+    assert cp.returncode == 2 and "Traceback" not in cp.stderr, cp.stderr
+    assert cp.stderr.strip().splitlines()[-1] == (
+        f"error: {ex}: cannot be replaced (Operation not permitted); {ex} is unchanged, but "
+        f"{out} is written; fix this and rerun the same command")
+    assert ex.read_bytes() == before and [p.name for p in ex.parent.iterdir()] == ["x.parquet"]
+    assert json.loads((out / "manifest.json").read_text())["config"]["min_chars"] == 600
+    cp = clean(raw, out, "--min-chars", "600", "--export-signals", ex)
+    assert ex.read_bytes() != before
+
+
 def test_a_hand_edited_signals_index_is_not_used(raw, tmp_path):
     """The rows and signal versions signals/index.json lists are covered by no file's
     digest: an index that claims a signal its file lacks (edited by hand) stopped the next
