@@ -608,21 +608,30 @@ def test_an_export_leaves_the_files_beside_it_alone(raw, tmp_path):
     assert (ex / "x.parquet").stat().st_mode == new.stat().st_mode
 
 
-def test_a_run_whose_commit_fails_leaves_the_previous_export(raw, tmp_path):
-    """The export goes in place after the output is committed: a run that cannot commit
-    (an output folder that cannot be renamed) leaves the previous export with the previous
-    output, and no temporary file beside it. The next run that commits replaces both."""
+def _rerun_with_immutable(raw: Path, tmp_path: Path, which: str):
+    """clean with an export, then again at --min-chars 600 with `which` ("out": the output
+    folder, "export": the export file) immutable: (output, export, the export's bytes
+    before, the second run)."""
     import subprocess
 
     out, ex = tmp_path / "cleaned", tmp_path / "exports" / "x.parquet"
     clean(raw, out, "--export-signals", ex)
     before = ex.read_bytes()
-    if subprocess.run(["chattr", "+i", str(out)], capture_output=True).returncode:
+    fixed = out if which == "out" else ex
+    if subprocess.run(["chattr", "+i", str(fixed)], capture_output=True).returncode:
         pytest.skip("chattr +i is not permitted here")
     try:
         cp = clean(raw, out, "--min-chars", "600", "--export-signals", ex, check=False)
     finally:
-        subprocess.run(["chattr", "-i", str(out)], check=True)
+        subprocess.run(["chattr", "-i", str(fixed)], check=True)
+    return out, ex, before, cp
+
+
+def test_a_run_whose_commit_fails_leaves_the_previous_export(raw, tmp_path):
+    """The export goes in place after the output is committed: a run that cannot commit
+    (an output folder that cannot be renamed) leaves the previous export with the previous
+    output, and no temporary file beside it. The next run that commits replaces both."""
+    out, ex, before, cp = _rerun_with_immutable(raw, tmp_path, "out")
     assert cp.returncode == 2 and "Traceback" not in cp.stderr, cp.stderr
     assert cp.stderr.strip().splitlines()[-1] == (
         f"error: {out}: cannot be replaced (Operation not permitted); {out} is unchanged; "
@@ -645,17 +654,7 @@ def test_an_export_that_cannot_be_replaced_after_the_commit_says_so(raw, tmp_pat
     """The output is committed before the export goes in place: an export file that cannot
     be replaced (immutable) was 'cannot write' with a traceback-free line that did not say
     the output was written; now the line says both, and no temporary file is left."""
-    import subprocess
-
-    out, ex = tmp_path / "cleaned", tmp_path / "exports" / "x.parquet"
-    clean(raw, out, "--export-signals", ex)
-    before = ex.read_bytes()
-    if subprocess.run(["chattr", "+i", str(ex)], capture_output=True).returncode:
-        pytest.skip("chattr +i is not permitted here")
-    try:
-        cp = clean(raw, out, "--min-chars", "600", "--export-signals", ex, check=False)
-    finally:
-        subprocess.run(["chattr", "-i", str(ex)], check=True)
+    out, ex, before, cp = _rerun_with_immutable(raw, tmp_path, "export")
     assert cp.returncode == 2 and "Traceback" not in cp.stderr, cp.stderr
     assert cp.stderr.strip().splitlines()[-1] == (
         f"error: {ex}: cannot be replaced (Operation not permitted); {ex} is unchanged, but "
