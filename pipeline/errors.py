@@ -82,11 +82,43 @@ def default_stop_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+class StdoutError(OSError):
+    """Standard output could not be written (a full disk under `> file`, say): not a
+    write of the stage's output, which pipeline.disk would name."""
+
+
+class _Stdout:
+    """sys.stdout, whose failed writes raise StdoutError (a pipe whose reader quit still
+    raises BrokenPipeError); everything else is the stream's own."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _guard(self, fn, *args):
+        try:
+            return fn(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise StdoutError(e.errno, e.strerror) from None
+
+    def write(self, s):
+        return self._guard(self._stream.write, s)
+
+    def flush(self):
+        return self._guard(self._stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None = None) -> None:
     """Run a stage's main(); print StageError, and a write that failed for lack of space
     or permission or because a file stands where a folder goes (pipeline.disk), as one
     line and exit non-zero."""
     catch_stop_signals()
+    if not isinstance(sys.stdout, _Stdout) and sys.stdout is not None:
+        sys.stdout = _Stdout(sys.stdout)
     try:
         rc = main(argv)
     except StageError as e:
@@ -94,6 +126,9 @@ def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None
         _exit(2)
     except BrokenPipeError:   # the reader of a pipe quit early (`| head`)
         _stdout_closed()
+    except StdoutError as e:   # not the data folder's disk: say which
+        _stdout_failed(e)
+        _exit(2)
     except OSError as e:
         from .disk import write_error_line
 
@@ -114,6 +149,17 @@ def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None
               file=sys.stderr)
         _exit(128 + signum)
     _exit(int(rc or 0))
+
+
+def _stdout_failed(e: OSError) -> None:
+    """Standard output could not be written: one line to stderr; what is left in its
+    buffer is dropped (the last flush would fail again)."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    print(f"error: standard output could not be written ({e.strerror or e}); rerun "
+          "with it going elsewhere", file=sys.stderr)
 
 
 def _stdout_closed() -> None:
@@ -150,8 +196,11 @@ def _exit(code: int) -> None:
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()
-    except (BrokenPipeError, ValueError):   # its reader quit, or it was closed
+    except BrokenPipeError:   # its reader quit
         code = code or 141
+    except (OSError, ValueError) as e:   # a full disk under a redirect, say; or closed
+        code = code or 2
+        _stdout_failed(e)
     try:
         sys.stderr.flush()
     except (OSError, ValueError):

@@ -311,3 +311,26 @@ def test_a_negative_size_with_its_unit_reaches_the_flags_own_check():
         assert len(cp.stderr.strip().splitlines()) == 1
     cp = run_script("pack_parallel.py", "-x", check=False)   # a flag still is one
     assert cp.returncode == 2 and "unrecognized arguments: -x" in cp.stderr
+
+
+def test_standard_output_on_a_full_disk_is_named_as_such(tmp_path):
+    """`stage.py > file` on a full disk (/dev/full): the failed write of standard output was
+    reported as the data folder's disk being full ("cannot write data/.pack_parallel.partial:
+    no space left ... this run needs about 135 MB there"): it is named for what it is."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT, SAMPLE
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open("/dev/full", "w") as full:
+        cp = subprocess.run([sys.executable, str(ROOT / "download_data.py"), "--input",
+                             str(SAMPLE), "--output", str(tmp_path / "raw"), "--workers", "1"],
+                            cwd=tmp_path, env=env, stdout=full, stderr=subprocess.PIPE,
+                            text=True, timeout=600)
+    assert cp.returncode == 2, cp.stderr
+    assert cp.stderr.strip().splitlines()[-1] == ("error: standard output could not be "
+                                                  "written (No space left on device); rerun "
+                                                  "with it going elsewhere")
+    assert "raw" not in cp.stderr.strip().splitlines()[-1] and "Traceback" not in cp.stderr
