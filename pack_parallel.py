@@ -142,6 +142,8 @@ def run(run: Run) -> Output:
         threshold, n_docs, n_val = packing.val_threshold(run.shards, args.val_ratio, args.seed)
     kind, enc_info = fast_or_hf(args)
     check = identity_check(args, run.shards) if kind != "hf" else None
+    if kind != "hf":   # what the check compared (nothing with --check-bytes 0)
+        enc_info.update(checked_docs=0, checked_bytes=0, check_seconds=0.0)
     if check is not None:   # the fast encoder against HF on the sample, before any task
         with run.phase("identity_check"):
             bad = check.difference(get_encoder(str(args.tokenizer), kind))

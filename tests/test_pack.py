@@ -465,6 +465,10 @@ def test_the_check_runs_beside_the_set_up_and_ends_before_the_pool_forks(
     assert all("check" not in t for t in m["encoder"].get("tasks", []))
     stats = json.loads((out / "pack_report" / "pack_stats.json").read_text())
     assert all("check" not in t for t in stats["tasks"])
+    # --check-bytes 0: no check, and the manifest says it compared nothing
+    none = _pack_here(sample_layout / "raw", tmp_path / "none", tok_path, "--check-bytes", "0")
+    assert none["counts"]["encoder"] == "numba" and none["encoder"]["checked_docs"] == 0
+    assert "identity_check" not in none["timings"]
 
 
 def test_tiktoken_that_differs_is_refused_when_asked_for(tok_path, sample_layout, tmp_path):
