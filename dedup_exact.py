@@ -38,6 +38,7 @@ from pipeline import layout
 from pipeline.arrays import from_numpy
 from pipeline.errors import StageError, run_stage
 from pipeline.filter_phase import Picked, filter_phase
+from pipeline.manifest import MANIFEST, read_manifest
 from pipeline.work_files import WORK, save_npy
 from pipeline.progress import task_progress
 from pipeline.stage import Output, Run, Stage, unit_bytes_on_disk
@@ -47,16 +48,20 @@ from pipeline.shards import write_table
 from pipeline.units import read_unit, shard_rows_of
 
 
-def hash_task(rank: int, world_size: int, units: list[dict], staging: str) -> None:
-    """Step 1, task `rank`: the digest of every document of unit `rank`."""
-    from algorithms import exact_dedup_fast   # numba: only in a run that hashes
-
+def hash_task(rank: int, world_size: int, units: list[dict], staging: str,
+              kernel: bool = True) -> None:
+    """Step 1, task `rank`: the digest of every document of unit `rank` (kernel: with the
+    compiled kernel; else with exact_dedup.digest, the tutorial's normalisation as written)."""
     digests: list[bytes] = []
     nbytes = 0
     prog = task_progress()
     for batch in read_unit(units[rank], columns=["text"]):
-        # == [exact_dedup.digest(t) for t in texts], normalised in one compiled pass
-        digests += exact_dedup_fast.batch_digests(batch.column(0))
+        if kernel:   # == [exact_dedup.digest(t) for t in texts], in one compiled pass
+            from algorithms import exact_dedup_fast   # numba: only in a run that uses it
+
+            digests += exact_dedup_fast.batch_digests(batch.column(0))
+        else:
+            digests += [exact_dedup.digest(t) for t in batch.column(0).to_pylist()]
         b = int(pc.sum(pc.binary_length(batch.column(0))).as_py() or 0)
         nbytes += b
         prog.add(batch.num_rows, b)
@@ -91,7 +96,8 @@ def run(run: Run) -> Output:
     work = run.staging / WORK
     check_spill_files(run.total_docs, parse_size(run.args.memory_budget, "--memory-budget"),
                       run.args.memory_budget)
-    run.parallel("hash", hash_task, units=run.unit_dicts(), staging=str(run.staging))
+    run.parallel("hash", hash_task, units=run.unit_dicts(), staging=str(run.staging),
+                 kernel=use_kernel(run.args))
     hashed = run.results("hash")
 
     with run.phase("select"):
@@ -210,16 +216,34 @@ def space(run: Run) -> int:
     return unit_bytes_on_disk(run.units) + 16 * run.total_docs
 
 
+# Below this much text (the input manifest's), the digests are the readable version's
+# (about 100 MB/s a core): setting numba up costs about 0.45 CPU s (its import, the
+# kernel, its compiler context), more than the compiled kernel saves on less text.
+KERNEL_FROM_BYTES = 64_000_000
+
+
+def use_kernel(args) -> bool:
+    """Whether this run digests with the compiled kernel: from KERNEL_FROM_BYTES of input
+    text on, or when the input's size cannot be read. The digests are the same."""
+    try:
+        counts = read_manifest(Path(args.input) / MANIFEST).get("counts") or {}
+        text = counts.get("bytes_out", counts.get("text_bytes"))   # clean's; download's
+        return int(text) >= KERNEL_FROM_BYTES
+    except (StageError, AttributeError, TypeError, ValueError):
+        return True
+
+
 def load_kernel(args) -> None:
     """Before the worker pool is forked: the digest kernel and its table, loaded once here
     so that the workers inherit them instead of each loading them."""
-    from algorithms import exact_dedup_fast
+    if use_kernel(args):
+        from algorithms import exact_dedup_fast
 
-    exact_dedup_fast.load()
+        exact_dedup_fast.load()
 
 
 STAGE = Stage("dedup_exact", __doc__, run, flags=flags, check=check, config=config, space=space,
-              reads=layout.CLEANED, compiled=True, prefork=load_kernel)
+              reads=layout.CLEANED, compiled=use_kernel, prefork=load_kernel)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@ stage on the bundled sample against the tutorial's own exact_dedup."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import numpy as np
@@ -248,3 +249,32 @@ def test_a_refusal_before_any_task_leaves_no_staging_folder(sample_layout, tmp_p
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert cp.returncode == 2 and "raise --memory-budget to at least" in cp.stderr
     assert "kept in" not in cp.stderr and not (tmp_path / ".dx.partial").exists()
+
+
+def test_a_small_input_digests_without_numba_and_gives_the_same_output(sample_layout, tmp_path,
+                                                                       monkeypatch):
+    """Below KERNEL_FROM_BYTES of text (the sample: 4 MB), the digests are the readable
+    version's and no process of the run imports numba (its set-up, about 0.45 CPU s, cost
+    more than the kernel saved); the output is byte for byte the kernel's."""
+    from conftest import run_watching_imports
+
+    import dedup_exact
+
+    py = tmp_path / "py"
+    assert not dedup_exact.use_kernel(argparse.Namespace(input=str(sample_layout / "raw")))
+    log = run_watching_imports("dedup_exact.py", ["--input", sample_layout / "raw", "--output",
+                                                  py, "--workers", "2"], "numba", tmp_path)
+    assert log == "", log
+    monkeypatch.setattr(dedup_exact, "KERNEL_FROM_BYTES", 0)   # the kernel, in this process
+    assert dedup_exact.use_kernel(argparse.Namespace(input=str(sample_layout / "raw")))
+    kernel = tmp_path / "kernel"
+    assert dedup_exact.main(["--input", str(sample_layout / "raw"), "--output", str(kernel),
+                             "--workers", "1"]) == 0
+    parts = sorted(p.name for p in py.glob("part-*.parquet"))
+    assert parts and parts == sorted(p.name for p in kernel.glob("part-*.parquet"))
+    for name in parts:
+        assert (py / name).read_bytes() == (kernel / name).read_bytes()
+    fp = [json.loads((d / "manifest.json").read_text())["output_fingerprint"] for d in (py, kernel)]
+    assert fp[0] == fp[1]
+    # an input whose size cannot be read: the kernel, as before
+    assert dedup_exact.use_kernel(argparse.Namespace(input=str(tmp_path / "nowhere")))
