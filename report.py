@@ -1813,13 +1813,7 @@ def parse_args(argv):
 def holds_stage_output(data: Path) -> bool:
     """Whether any stage has written into the data folder `data`: its output with its
     manifest, or an unfinished run's staging folder (the page names it)."""
-    for stage, (_, folder) in layout.STAGES.items():
-        into = folder == layout.DATA   # pack writes its files into the data folder itself
-        out = data if into else data / folder.name
-        done = data / layout.PACK_MANIFEST if into else out / "manifest.json"
-        if done.is_file() or layout.staging_path(out, stage, into).exists():
-            return True
-    return False
+    return any((data / s.path).is_file() or unfinished_run(data, s) for s in STAGES)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,8 +42,8 @@ from pipeline.errors import StageError
 from pipeline.shards import HashingFile, id_hashes, ids_with_hash, iter_batches
 
 from .packing_fast import BpeEncoder
-from .tokenizer_file import (byte_level_unsupported, encode_bounded, eos_id, load_tokenizer,
-                             ordinary_tokenizer, plain_text, to_tiktoken)
+from .tokenizer_file import (added_all_special, byte_level_unsupported, encode_bounded, eos_id,
+                             load_tokenizer, ordinary_tokenizer, plain_text, to_tiktoken)
 
 DTYPE = np.uint16
 CHUNK = 1 << 24  # 16 MB copy blocks when concatenating parts (5.5)
@@ -154,8 +154,7 @@ class Encoder:
                                      or "not a byte-level vocabulary")
         else:   # document text as plain text (plain_text when it encodes), or a copy
             # without the added tokens when some of them are not special
-            specials = all(t.special for t in tok.get_added_tokens_decoder().values())
-            self.hf = tok if specials else ordinary_tokenizer(tok)
+            self.hf = tok if added_all_special(tok) else ordinary_tokenizer(tok)
 
     def ids(self, text: str) -> np.ndarray:
         """One document's ids (no EOS)."""
@@ -245,9 +244,10 @@ def sample_texts(shards: list[Path], max_bytes: int, per_shard: int = 64) -> lis
     return out
 
 
-def first_difference(a: Encoder, b: Encoder, texts: list[str]) -> int | None:
-    """Index of the first text on which the two encoders' ids differ, else None."""
-    for i, (x, y) in enumerate(zip(a.ids_many(texts), b.ids_many(texts))):
+def first_difference(got: list[np.ndarray], want: list[np.ndarray]) -> int | None:
+    """Index of the first text whose ids differ between two encodings of the same texts
+    (the fast encoder's and HF's), else None."""
+    for i, (x, y) in enumerate(zip(got, want)):
         if not np.array_equal(x, y):
             return i
     return None
@@ -294,10 +294,7 @@ class SampleCheck:
         self.join()
         if self._error is not None:
             raise self._error
-        for i, (x, y) in enumerate(zip(enc.ids_many(self.texts), self.hf_ids)):
-            if not np.array_equal(x, y):
-                return i
-        return None
+        return first_difference(enc.ids_many(self.texts), self.hf_ids)
 
 
 # --------------------------------------------------------------------------------------

@@ -96,13 +96,19 @@ def ordinary_tokenizer(tok):
 
     from tokenizers import Tokenizer
 
-    if all(t.special for t in tok.get_added_tokens_decoder().values()):
+    if added_all_special(tok):
         plain = Tokenizer.from_str(tok.to_str())
         plain.encode_special_tokens = True
         return plain
     spec = json.loads(tok.to_str())
     spec["added_tokens"] = []
     return Tokenizer.from_str(json.dumps(spec))
+
+
+def added_all_special(tok) -> bool:
+    """Whether every added token of `tok` is special: then its strings can be read as
+    plain text by a flag (encode_special_tokens), without rebuilding the tokenizer."""
+    return all(t.special for t in tok.get_added_tokens_decoder().values())
 
 
 @contextmanager
@@ -112,7 +118,7 @@ def plain_text(tok):
     plain text, and told back after. Pack's identity check and its HF encoder use it: a
     copy of a 32k vocabulary costs its driver 0.08 s before any work. Not for a `tok`
     that another thread encodes with at the same time."""
-    if not all(t.special for t in tok.get_added_tokens_decoder().values()):
+    if not added_all_special(tok):
         yield ordinary_tokenizer(tok)
         return
     before = tok.encode_special_tokens

@@ -129,8 +129,6 @@ def run_stage(stage: str, data: Path, inputs: Path, cores: int, quick: bool = Fa
     if stage in MANIFEST:
         m = json.loads((data / MANIFEST[stage]).read_text())
         r = m.get("resources") or {}
-        res["accounted_cpu_s"] = round(r.get("driver_cpu_s", 0) + r.get("worker_cpu_s", 0), 2)
-        res["cpu_s"] = round(max(cpu1 - cpu0, res["accounted_cpu_s"]), 2)
         res["driver_rss_mb"] = r.get("driver_peak_rss_mb")
         res["worker_rss_mb"] = r.get("max_worker_rss_mb")
         res["driver_bytes_per_doc"] = r.get("driver_bytes_per_doc")
@@ -143,13 +141,13 @@ def run_stage(stage: str, data: Path, inputs: Path, cores: int, quick: bool = Fa
         res["bytes_out"] = c.get("bytes_out")
     else:  # verify.py: no manifest; its report carries the same resources
         r = (json.loads((data / "verify_report.json").read_text()).get("resources") or {})
-        res["accounted_cpu_s"] = round(r.get("driver_cpu_s", 0) + r.get("worker_cpu_s", 0), 2) \
-            if r else None
-        res["cpu_s"] = round(max(cpu1 - cpu0, res["accounted_cpu_s"] or 0), 2)
         res["driver_rss_mb"] = r.get("driver_peak_rss_mb", round(rss, 1))
         res["worker_rss_mb"] = max((p.get("max_worker_rss_mb") or 0
                                     for p in (r.get("phases") or {}).values()), default=None)
         res["verify_pass"] = cp.returncode == 0
+    res["accounted_cpu_s"] = round(r.get("driver_cpu_s", 0) + r.get("worker_cpu_s", 0), 2) \
+        if r else None
+    res["cpu_s"] = round(max(cpu1 - cpu0, res["accounted_cpu_s"] or 0), 2)
     res["phases"] = {k: {"wall_s": v.get("wall_s"), "task_cpu_s": v.get("task_cpu_s"),
                          "core_use": v.get("core_use"), "tasks": v.get("tasks")}
                      for k, v in (r.get("phases") or {}).items()}

@@ -151,11 +151,16 @@ def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None
     _exit(int(rc or 0))
 
 
+def _stdout_to_devnull() -> None:
+    """Standard output goes to /dev/null from here on: what is left in its buffer is
+    dropped, so the last flush cannot fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def _stdout_failed(e: OSError) -> None:
-    """Standard output could not be written: one line to stderr; what is left in its
-    buffer is dropped (the last flush would fail again)."""
+    """Standard output could not be written: one line to stderr."""
     try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _stdout_to_devnull()
     except (OSError, ValueError):
         pass
     print(f"error: standard output could not be written ({e.strerror or e}); rerun "
@@ -165,10 +170,8 @@ def _stdout_failed(e: OSError) -> None:
 def _stdout_closed() -> None:
     """Standard output went to a pipe whose reader quit: one line to stderr (if it is still
     open) instead of a traceback, and the exit status of a process killed by SIGPIPE."""
-    import os
-
     try:   # the interpreter's last flush of stdout would fail again
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _stdout_to_devnull()
         print("stopped: standard output was closed (a pipe into head?) before everything "
               "was printed; what was already written stays", file=sys.stderr)
     except OSError:
