@@ -12,7 +12,8 @@ starts), medians of --runs runs after one warm-up (numba's on-disk cache filled)
 
 Then the import floor under all of it: a fresh interpreter importing what the stages
 share, layer on layer (numpy and pyarrow, datatrove's executor, numba with its compiler
-context), and apart, the Hugging Face file system that datatrove's io module imports.
+context), and apart, the Hugging Face file system that datatrove's io module imports
+(which the stages skip: pipeline/datatrove_import.py).
 """
 
 from __future__ import annotations
@@ -98,7 +99,9 @@ def run(runs: int = 5, workers: int = 2) -> dict:
 # What the stages import before any work, layer on layer: each line is a fresh interpreter
 # that imports everything up to it (the floor under every stage's fixed cost).
 _BASE = "import numpy, pyarrow, pyarrow.compute"
-_DATATROVE = "import datatrove.executor.local"
+# as the stages import it: datatrove.io without the hub's client (pipeline/datatrove_import.py)
+_DATATROVE = ("from pipeline.datatrove_import import import_datatrove_io; "
+              "import_datatrove_io(); import datatrove.executor.local")
 _NUMBA = ("from algorithms.jit import numba; from numba.core import registry; "
           "registry.cpu_target.target_context.refresh()")
 IMPORT_LAYERS = [
@@ -107,7 +110,8 @@ IMPORT_LAYERS = [
     ("+ datatrove's local executor", f"{_BASE}; {_DATATROVE}"),
     ("+ numba and its compiler context", f"{_BASE}; {_DATATROVE}; {_NUMBA}"),
 ]
-# imported by datatrove.io (HfFileSystem), used by no stage but download_data's hub code
+# what datatrove.io imports (HfFileSystem), used by no stage but download_data's hub code:
+# the stages no longer pay it (pipeline/datatrove_import.py)
 HUB_FS = ("numpy, pyarrow + huggingface_hub.hf_file_system",
           f"{_BASE}; import huggingface_hub.hf_file_system")
 

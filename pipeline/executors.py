@@ -30,6 +30,7 @@ from typing import Callable
 
 from . import progress as prog
 from .errors import StageError
+from .datatrove_import import import_datatrove_io
 from .layout import default_workers
 from .local_pool import _local_executor_cls, _preload_in_forkserver, _quiet
 from .orphans import watch_process
@@ -159,6 +160,7 @@ def build_executor(step: ShardTask, tasks: int, args: argparse.Namespace, loggin
     if kind == "ray":
         try:
             import ray
+            import_datatrove_io()
             from datatrove.executor.ray import RayPipelineExecutor
         except ImportError as e:
             raise StageError(f"--executor ray needs ray installed ({e})") from None
@@ -174,6 +176,7 @@ def build_executor(step: ShardTask, tasks: int, args: argparse.Namespace, loggin
                                    logging_dir=str(logging_dir), skip_completed=True,
                                    cpus_per_task=1)
     if kind == "slurm":
+        import_datatrove_io()
         from datatrove.executor import SlurmPipelineExecutor
         check_executor(args)
         activate = Path(sys.prefix) / "bin" / "activate"

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from . import collector
+from .datatrove_import import import_datatrove_io
 from .errors import StageError, default_stop_signals
 
 def _quiet(verbose: bool) -> None:
@@ -100,6 +101,7 @@ def _fast_sysconfig_paths() -> None:
 
 
 def _local_executor_cls():
+    import_datatrove_io()   # without the hub's client, which no local run uses
     from datatrove.executor import LocalPipelineExecutor
     from datatrove.utils.stats import PipelineStats
 
@@ -195,7 +197,9 @@ def start_pool_early(args: argparse.Namespace, compiled: bool = False,
     a forked worker has only the thread that forked it)."""
     if getattr(args, "executor", "local") != "local" or int(getattr(args, "workers", 1) or 1) < 2:
         return
-    # what every task needs, imported once here rather than in each worker
+    # what every task needs, imported once here rather than in each worker (datatrove.io
+    # without the hub's client, which no local run uses: pipeline.datatrove_import)
+    import_datatrove_io()
     for name in ("datatrove.executor.local", "datatrove.pipeline.base", "datatrove.utils.logging"):
         importlib.import_module(name)
     main = sys.modules.get("__main__")
@@ -221,7 +225,7 @@ def _preload_in_forkserver(module: str) -> None:
     its libraries again (about half a second each), which is most of a small phase."""
     import multiprocess.forkserver as fs
 
-    wanted = ["__main__", "datatrove.executor.local", "datatrove.pipeline.base",
+    wanted = ["__main__", "pipeline.datatrove_preload", "datatrove.executor.local", "datatrove.pipeline.base",
               "pipeline.executors", "pipeline.local_pool", "pipeline.orphans",
               "pipeline.progress", "pipeline.task_results", module]
     if fs._forkserver._forkserver_pid is None:     # only before it starts
