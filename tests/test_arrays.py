@@ -121,7 +121,9 @@ def test_no_stage_imports_pandas(layout_copy, tmp_path):
     from conftest import ALL_STAGES, run_watching_imports, stage_args
 
     runs = [(s, stage_args(layout_copy, s, "--workers", "2")) for s, *_ in ALL_STAGES]
-    runs += [("verify.py", ["--input", layout_copy, "--output", tmp_path / "verify.md"]),
+    runs += [("download_data.py", ["--dataset", "sample", "--output", tmp_path / "raw",
+                                   "--workers", "2"]),   # a first run: layout_copy's is done
+             ("verify.py", ["--input", layout_copy, "--output", tmp_path / "verify.md"]),
              ("clean.py", stage_args(layout_copy, "clean.py", "--min-chars", "300")),
              ("clean.py", stage_args(layout_copy, "clean.py", "--sweep", "min_chars=100,400")),
              ("dedup_minhash.py", stage_args(layout_copy, "dedup_minhash.py", "--threshold", "0.85"))]
