@@ -633,3 +633,28 @@ def test_datatrove_io_imports_without_the_hub_client(tmp_path):
     assert cached.startswith("huggingface_hub.") and cached != "pipeline.datatrove_import", cp.stdout
     assert out[4] == "hub is hub True False True True", cp.stdout
     assert out[5] == "assets True", cp.stdout
+
+
+FORKSERVER_PROBE = '''
+def probe(_):
+    import sys
+    return ("datatrove.io" in sys.modules, "huggingface_hub.hf_api" in sys.modules)
+if __name__ == "__main__":
+    import multiprocess
+    from pipeline.local_pool import _preload_in_forkserver
+    _preload_in_forkserver("pipeline.progress")
+    with multiprocess.get_context("forkserver").Pool(1) as p:
+        print(p.map(probe, [0]))
+'''
+
+
+def test_the_fork_server_imports_datatrove_without_the_hub_client(tmp_path):
+    """A pool started by datatrove's fork server (a phase whose stage started no pool
+    early, or a new pool after a worker died): its workers have datatrove's executor
+    imported, without the hub's client."""
+    script = tmp_path / "probe.py"
+    script.write_text(FORKSERVER_PROBE)
+    cp = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True,
+                        env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    assert cp.stdout.strip() == "[(True, False)]", cp.stdout
