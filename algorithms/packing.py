@@ -41,7 +41,6 @@ from pipeline.arrays import text_buffers
 from pipeline.errors import StageError
 from pipeline.shards import HashingFile, id_hashes, ids_with_hash, iter_batches
 
-from .packing_fast import BpeEncoder
 from .tokenizer_file import (added_all_special, byte_level_unsupported, encode_bounded, eos_id,
                              load_tokenizer, ordinary_tokenizer, plain_text, to_tiktoken)
 
@@ -121,6 +120,10 @@ def fast_encoder(tok, kind: str):
     """The tokenizer's vocabulary as a fast encoder of `kind`, or None when it does not
     convert (anything but a plain byte-level BPE)."""
     if kind == "numba":
+        # imported here, not with this module: pack's driver starts its identity check's
+        # thread first, which then runs beside numba's import (pack_parallel.build_encoders)
+        from .packing_fast import BpeEncoder
+
         return BpeEncoder.from_tokenizer(tok)
     return to_tiktoken(tok)
 
