@@ -52,13 +52,13 @@ def hash_task(rank: int, world_size: int, units: list[dict], staging: str,
               kernel: bool = True) -> None:
     """Step 1, task `rank`: the digest of every document of unit `rank` (kernel: with the
     compiled kernel; else with exact_dedup.digest, the tutorial's normalisation as written)."""
+    if kernel:
+        from algorithms import exact_dedup_fast   # numba: only in a run that uses it
     digests: list[bytes] = []
     nbytes = 0
     prog = task_progress()
     for batch in read_unit(units[rank], columns=["text"]):
         if kernel:   # == [exact_dedup.digest(t) for t in texts], in one compiled pass
-            from algorithms import exact_dedup_fast   # numba: only in a run that uses it
-
             digests += exact_dedup_fast.batch_digests(batch.column(0))
         else:
             digests += [exact_dedup.digest(t) for t in batch.column(0).to_pylist()]

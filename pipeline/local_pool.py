@@ -226,8 +226,8 @@ def _preload_in_forkserver(module: str) -> None:
     import multiprocess.forkserver as fs
 
     wanted = ["__main__", "pipeline.datatrove_preload", "datatrove.executor.local",
-              "datatrove.pipeline.base", "pipeline.executors", "pipeline.local_pool", "pipeline.orphans",
-              "pipeline.progress", "pipeline.task_results", module]
+              "datatrove.pipeline.base", "pipeline.executors", "pipeline.local_pool",
+              "pipeline.orphans", "pipeline.progress", "pipeline.task_results", module]
     if fs._forkserver._forkserver_pid is None:     # only before it starts
         fs.set_forkserver_preload(wanted)
 

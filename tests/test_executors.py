@@ -600,15 +600,18 @@ import_datatrove_io()
 from datatrove.executor import LocalPipelineExecutor  # noqa: F401
 import datatrove.io as dio
 from fsspec.implementations.local import LocalFileSystem
-print("hub client", "huggingface_hub.hf_api" in sys.modules, "huggingface_hub.hf_file_system" in sys.modules)
-print("local is hub", isinstance(LocalFileSystem(), dio.HfFileSystem), isinstance(3, dio.HfFileSystem))
+print("hub client", "huggingface_hub.hf_api" in sys.modules,
+      "huggingface_hub.hf_file_system" in sys.modules)
+print("local is hub", isinstance(LocalFileSystem(), dio.HfFileSystem),
+      isinstance(3, dio.HfFileSystem))
 print("still unimported", "huggingface_hub.hf_file_system" in sys.modules)
 import huggingface_hub
 from huggingface_hub import HfFileSystem, cached_assets_path
 print("real names", HfFileSystem.__module__, cached_assets_path.__module__,
       huggingface_hub.HfFileSystem is HfFileSystem)
 fs = HfFileSystem()
-print("hub is hub", isinstance(fs, dio.HfFileSystem), isinstance(LocalFileSystem(), dio.HfFileSystem),
+print("hub is hub", isinstance(fs, dio.HfFileSystem),
+      isinstance(LocalFileSystem(), dio.HfFileSystem),
       issubclass(HfFileSystem, dio.HfFileSystem), type(dio.HfFileSystem()) is HfFileSystem)
 print("assets", dio.cached_assets_path(library_name="datatrove", namespace="filters", subfolder="x")
       == cached_assets_path(library_name="datatrove", namespace="filters", subfolder="x"))
@@ -630,7 +633,8 @@ def test_datatrove_io_imports_without_the_hub_client(tmp_path):
     assert out[2] == "still unimported False", cp.stdout
     name, cached, same = out[3].split()[2:]
     assert (name, same) == ("huggingface_hub.hf_file_system", "True"), cp.stdout
-    assert cached.startswith("huggingface_hub.") and cached != "pipeline.datatrove_import", cp.stdout
+    assert cached.startswith("huggingface_hub."), cp.stdout
+    assert cached != "pipeline.datatrove_import", cp.stdout
     assert out[4] == "hub is hub True False True True", cp.stdout
     assert out[5] == "assets True", cp.stdout
 
