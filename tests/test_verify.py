@@ -422,6 +422,24 @@ def test_a_retrained_tokenizer_makes_pack_stale_and_item_9_says_so(broken, tmp_p
     assert "every manifest in the chain is fresh" not in nine
 
 
+def test_a_tokenizer_trained_elsewhere_fails_item_9(broken, tmp_path):
+    """Packed with a tokenizer.json that train_tokenizer.py did not write here (the same
+    file, copied to a folder without its manifest): pack records no tokenizer manifest,
+    and item 9, which asks for the whole chain, fails and says why."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(broken / "tokenizer" / "tokenizer.json", elsewhere / "tokenizer.json")
+    run_script("pack_parallel.py", "--input", broken / "dedup", "--output", broken,
+               "--tokenizer", elsewhere / "tokenizer.json", "--workers", "2")
+    assert "tokenizer" not in json.loads((broken / "pack_manifest.json").read_text()) \
+        .get("extra_inputs", {})
+    cp, _ = run_verify(broken, tmp_path)
+    nine = item_text(cp.stdout, 9)
+    assert status(cp.stdout)[9] == "FAIL", nine
+    assert "pack_manifest.json records no train_tokenizer manifest" in nine, nine
+    assert "tokenizer from train_tokenizer.py" not in nine
+
+
 def _edit_counts(manifest: Path, **add) -> None:
     m = json.loads(manifest.read_text())
     for k, v in add.items():
