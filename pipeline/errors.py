@@ -196,6 +196,9 @@ def _exit(code: int) -> None:
         sys.exit(code)
     import atexit
 
+    pool = sys.modules.get("pipeline.local_pool")
+    if pool is not None:   # first, whatever order the exit handlers were registered in
+        pool.drop_pool_at_exit()
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()

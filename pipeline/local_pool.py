@@ -8,8 +8,10 @@ are forked right after the arguments are read, with every module already importe
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import importlib.util
+import os
 import signal
 import sys
 from pathlib import Path
@@ -45,7 +47,10 @@ def _stage_pool(workers: int, start_method: str):
         pool = multiprocess.get_context(start_method).Pool(workers,
                                                            initializer=default_stop_signals)
         # every process the pool started: none exits while the pool is open
-        _POOL.update(workers=workers, pool=pool, procs=list(pool._pool))
+        _POOL.update(workers=workers, pool=pool, procs=list(pool._pool), pid=os.getpid())
+        # run before multiprocess's own exit handler (they run last registered, first)
+        atexit.unregister(drop_pool_at_exit)
+        atexit.register(drop_pool_at_exit)
     return _POOL["pool"]
 
 
@@ -81,8 +86,24 @@ def abandon_pool() -> None:
     _POOL.clear()
 
 
+def drop_pool_at_exit() -> None:
+    """When the stage exits, however it exits: its workers are killed (abandon_pool),
+    not shut down by the pool's own finalizer. That finalizer takes the task queue's lock,
+    sends SIGTERM to the workers that have no sentinel yet and waits for each, without a
+    time limit; a worker that lives on then hangs the stage's exit for good. One can: a
+    SIGTERM that reaches a worker between its fork and Python's after-fork reset of the
+    signal flags is dropped (a stage that fails or finds its output up to date exits right
+    after starting its pool), and the driver's handler, which a starting worker still
+    has, only runs on the worker's main thread. SIGKILL is never lost. By now every task
+    has ended or was given up on: the workers are idle or their work is dropped anyway.
+    Only in the process that made the pool (a process forked from it has a copy)."""
+    if _POOL.get("pool") is not None and _POOL.get("pid") == os.getpid():
+        abandon_pool()
+
+
 def close_pool() -> None:
-    """Stop the stage's pool (also done when the process exits)."""
+    """Stop the stage's pool, letting its workers finish (at exit, drop_pool_at_exit
+    kills them instead)."""
     if _POOL.get("pool") is not None:
         _POOL["pool"].close()
         _POOL["pool"].join()

@@ -541,6 +541,54 @@ def test_a_worker_the_pool_starts_while_it_is_abandoned_is_killed_too():
     assert cp.returncode == 0 and cp.stdout.strip() == "0", cp.stdout + cp.stderr
 
 
+A_WORKER_THAT_OUTLIVES_SIGTERM = """
+import signal, sys, time
+from pipeline import errors, local_pool
+
+def outlives_sigterm():   # as a worker whose SIGTERM was lost: one sent between its fork
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)   # and Python's after-fork reset of the
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # signal flags is dropped
+
+local_pool.default_stop_signals = outlives_sigterm
+pool = local_pool._stage_pool(2, "fork")
+print(" ".join(str(p.pid) for p in pool._pool), flush=True)
+for _ in range(2):
+    pool.apply_async(time.sleep, (600,))
+time.sleep(0.5)           # both workers are in a task
+if sys.argv[1] == "stage":
+    errors._exit(2)       # how a stage exits
+sys.exit(3)               # any other exit: the interpreter's own, with its exit handlers
+"""
+
+
+@pytest.mark.parametrize("how,code", [("stage", 2), ("interpreter", 3)])
+def test_a_worker_that_outlives_sigterm_cannot_hang_the_exit(how, code):
+    """At exit the pool's own finalizer sent SIGTERM to its workers and waited for each
+    without a time limit; a worker that lived on hung the stage for good. One did in CI:
+    a stage that failed at once on a missing input sat at exit for minutes, joining a
+    worker that had just been forked. Every exit now kills the workers (SIGKILL, which
+    nothing drops) and waits for them a bounded time. Here the workers ignore SIGTERM and
+    are busy for ten minutes: the process must still exit at once, leaving none."""
+    proc = subprocess.Popen([sys.executable, "-c", A_WORKER_THAT_OUTLIVES_SIGTERM, how],
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    try:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == code, out + err
+        time.sleep(0.2)
+        left = [p for p in pids if Path(f"/proc/{p}").exists()
+                and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+        assert len(pids) == 2 and left == [], (pids, left)
+    finally:
+        proc.kill()
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 POOL_WORKER_SIGNALS = """
 import signal
 from pipeline.errors import catch_stop_signals
