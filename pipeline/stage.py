@@ -263,7 +263,9 @@ class Stage:
             files = [f for f in m.get("files", []) if f.get("rows", 1)]
             text = sum(int(f.get("text_bytes") or 0) for f in files)
         except (OSError, ValueError, TypeError, AttributeError):
-            return True   # unknown: as before (a bad input fails later, with its line)
+            # a missing or unreadable manifest: the run stops at its input check, with
+            # its line, before any task; a pool forked for it would only be torn down
+            return False
         return len(files) > 1 or text > args.task_mb * 1e6
 
     def looks_current(self, args: argparse.Namespace) -> bool:

@@ -589,6 +589,45 @@ def test_a_worker_that_outlives_sigterm_cannot_hang_the_exit(how, code):
                 pass
 
 
+COUNT_FORKS = """
+import atexit, os, runpy, sys
+forks = []
+real_fork = os.fork
+
+def fork():
+    forks.append(1)
+    return real_fork()
+
+os.fork = fork
+atexit.register(lambda: print(f"forks {len(forks)}", file=sys.stderr))
+script, *sys.argv[1:] = sys.argv[1:]
+sys.argv[0] = script
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+def test_a_run_whose_input_has_no_manifest_forks_no_pool(sample_layout, tmp_path):
+    """A missing input (or one without its manifest) stops the run at its input check,
+    with one line: no worker pool is forked for it first. The same command on a real
+    input of several shards does fork one (the count is not trivially zero)."""
+    def run(inp):
+        cp = subprocess.run([sys.executable, "-c", COUNT_FORKS, str(ROOT / "clean.py"),
+                             "--input", str(inp), "--output", str(tmp_path / "out"),
+                             "--workers", "2", "--task-mb", "1"],
+                            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            capture_output=True, text=True, timeout=120)
+        return cp.returncode, cp.stderr
+
+    (tmp_path / "no_manifest").mkdir()
+    shutil.copy(next((sample_layout / "raw").glob("*.parquet")), tmp_path / "no_manifest")
+    for inp in (tmp_path / "missing", tmp_path / "no_manifest"):
+        code, err = run(inp)
+        assert code == 2 and "forks 0" in err, err
+        assert len([ln for ln in err.splitlines() if ln.startswith("error: ")]) == 1, err
+    code, err = run(sample_layout / "raw")
+    assert code == 0 and "forks 2" in err, err
+
+
 POOL_WORKER_SIGNALS = """
 import signal
 from pipeline.errors import catch_stop_signals
