@@ -571,18 +571,18 @@ def test_a_worker_that_outlives_sigterm_cannot_hang_the_exit(how, code):
     are busy for ten minutes: the process must still exit at once, leaving none."""
     proc = subprocess.Popen([sys.executable, "-c", A_WORKER_THAT_OUTLIVES_SIGTERM, how],
                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    pids = [int(p) for p in proc.stdout.readline().split()]
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    workers = proc.stdout.readline().split()
     try:
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == code, out + err
         time.sleep(0.2)
-        left = [p for p in pids if Path(f"/proc/{p}").exists()
-                and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
-        assert len(pids) == 2 and left == [], (pids, left)
+        left = _session_processes(proc.pid)
+        assert len(workers) == 2 and left == [], (workers, left)
     finally:
         proc.kill()
-        for p in pids:
+        for p in _session_processes(proc.pid):
             try:
                 os.kill(p, signal.SIGKILL)
             except ProcessLookupError:
