@@ -474,15 +474,17 @@ def task():
 catch_stop_signals()
 pool = local_pool._stage_pool(2, "fork")
 pid = pool.apply_async(task).get(timeout=30)
+gone = False
 for _ in range(100):
     time.sleep(0.1)
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except ProcessLookupError:   # reaped (by the pool's handler thread, which may not have
+        gone = True              # recorded its exit code yet: _dead would not see it)
         break
     if local_pool._dead(local_pool._POOL["procs"]):
         break
-print("dead" if local_pool._dead(local_pool._POOL["procs"]) else "alive")
+print("dead" if gone or local_pool._dead(local_pool._POOL["procs"]) else "alive")
 local_pool.abandon_pool()
 """
 
