@@ -60,6 +60,8 @@ byte-identical whatever --workers is.
 
 from __future__ import annotations
 
+import pipeline  # noqa: F401  (first, before numpy: see pipeline/__init__.py)
+
 import functools
 import shutil
 import sys

@@ -29,6 +29,8 @@ to --output (default: the tokenizer's report/ folder) as compression.{json,md,pn
 
 from __future__ import annotations
 
+import pipeline  # noqa: F401  (first, before numpy: see pipeline/__init__.py)
+
 import argparse
 import hashlib
 import os

@@ -27,6 +27,8 @@ same text, and only a later dedup can catch that.
 
 from __future__ import annotations
 
+import pipeline  # noqa: F401  (first, before numpy: see pipeline/__init__.py)
+
 from pathlib import Path
 
 import numpy as np

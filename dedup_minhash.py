@@ -54,6 +54,8 @@ Nothing is skipped.
 
 from __future__ import annotations
 
+import pipeline  # noqa: F401  (first, before numpy: see pipeline/__init__.py)
+
 import shutil
 import sys
 from pathlib import Path

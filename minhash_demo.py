@@ -24,6 +24,8 @@ There is no second MinHash here: everything is imported from algorithms/minhash.
 
 from __future__ import annotations
 
+import pipeline  # noqa: F401  (first, before numpy: see pipeline/__init__.py)
+
 import argparse
 from pathlib import Path
 

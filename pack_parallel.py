@@ -43,6 +43,8 @@ algorithms.loader.get_batch(split, batch_size, seq_len) (5.2).
 
 from __future__ import annotations
 
+import pipeline  # noqa: F401  (first, before numpy: see pipeline/__init__.py)
+
 import os
 import sys
 from pathlib import Path

@@ -33,6 +33,8 @@ symbols.
 
 from __future__ import annotations
 
+import pipeline  # noqa: F401  (first, before numpy: see pipeline/__init__.py)
+
 import argparse
 import base64
 import difflib

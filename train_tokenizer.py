@@ -86,6 +86,8 @@ compare_tokenizers.py adds the comparison with GPT-2, Mistral-7B and cl100k_base
 
 from __future__ import annotations
 
+import pipeline  # noqa: F401  (first, before numpy: see pipeline/__init__.py)
+
 import os
 import sys
 import time

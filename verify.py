@@ -31,6 +31,8 @@ A check whose stage has not run yet fails with the stage to run.
 
 from __future__ import annotations
 
+import pipeline  # noqa: F401  (first, before numpy: see pipeline/__init__.py)
+
 import argparse
 import os
 import shutil

@@ -150,6 +150,55 @@ def test_numba_is_imported_without_scipy_and_scipy_still_imports_after():
     assert cp.stdout.splitlines() == ["[]", "scipy.linalg"]
 
 
+# run in a fresh interpreter: the value OPENBLAS_NUM_THREADS has when numpy is first
+# imported (an audit hook sees the import), then the thread count OpenBLAS took, asked of
+# the library numpy loaded (None if numpy's BLAS were not OpenBLAS)
+_BLAS_PROBE = """
+import ctypes, os, sys
+seen = []
+def hook(event, args):
+    if event == "import" and args[0] == "numpy" and not seen:
+        seen.append(os.environ.get("OPENBLAS_NUM_THREADS"))
+sys.addaudithook(hook)
+import importlib
+importlib.import_module(sys.argv[1])
+import numpy
+threads = None
+for line in open("/proc/self/maps"):
+    if "openblas" in line and line.rstrip().endswith(".so"):
+        lib = ctypes.CDLL(line.split()[-1])
+        for name in ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads"):
+            if hasattr(lib, name):
+                threads = getattr(lib, name)()
+        break
+print(seen[0] if seen else "no numpy", threads)
+"""
+
+
+def test_numpys_blas_starts_one_thread_in_every_script():
+    """pipeline/__init__.py: every script imports `pipeline` before numpy, so that
+    OpenBLAS starts one thread, not one per core, each spinning ~0.1 s of CPU at start-up
+    (no stage does linear algebra); a value the user set is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    env["PYTHONPATH"] = str(ROOT)
+    runs = {s: subprocess.Popen([sys.executable, "-c", _BLAS_PROBE, s], cwd=ROOT, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for s in SCRIPTS}
+    runs["user's value"] = subprocess.Popen(
+        [sys.executable, "-c", _BLAS_PROBE, "dedup_exact"], cwd=ROOT,
+        env={**env, "OPENBLAS_NUM_THREADS": "2"}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    seen = {}
+    for s, p in runs.items():
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, (s, err[-2000:])
+        seen[s] = out.split()
+    assert seen.pop("user's value")[0] == "2"
+    assert {s: v[0] for s, v in seen.items()} == {s: "1" for s in SCRIPTS}
+    # and OpenBLAS (numpy's wheels, as pinned, bundle it) took that one thread
+    assert {s: v[1] for s, v in seen.items()} == {s: "1" for s in SCRIPTS}
+
+
 def test_prefetch_compiles_for_rows_and_items_and_changes_nothing():
     """algorithms.jit.prefetch, a hint to the CPU: a kernel that prefetches rows of a
     2-D array and items of a 1-D one, out to the last one, computes what it would
