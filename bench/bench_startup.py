@@ -97,8 +97,9 @@ def run(runs: int = 5, workers: int = 2) -> dict:
 
 
 # What the stages import before any work, layer on layer: each line is a fresh interpreter
-# that imports everything up to it (the floor under every stage's fixed cost).
-_BASE = "import numpy, pyarrow, pyarrow.compute"
+# that imports everything up to it (the floor under every stage's fixed cost). `pipeline`
+# first, as every stage does: numpy's OpenBLAS then starts one thread (pipeline/__init__.py)
+_BASE = "import pipeline, numpy, pyarrow, pyarrow.compute"
 # as the stages import it: datatrove.io without the hub's client (pipeline/datatrove_import.py)
 _DATATROVE = ("from pipeline.datatrove_import import import_datatrove_io; "
               "import_datatrove_io(); import datatrove.executor.local")
