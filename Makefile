@@ -4,7 +4,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-requirements
 # the numba kernels, compiled once after the install (scripts/compile_kernels.py) and
-# again when a module of algorithms/ changes; cached beside the modules
+# again when a module of algorithms/ changes, then built ahead of time (with the C
+# compiler, where there is one); both kept beside the modules (algorithms/jit.py)
 KERNELS := algorithms/__pycache__/.compiled-kernels
 # test processes (pytest-xdist); CI has 2 cores
 TEST_WORKERS ?= 2

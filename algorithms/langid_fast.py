@@ -81,7 +81,7 @@ from collections import namedtuple
 from pathlib import Path
 
 import numpy as np
-from .jit import njit
+from .jit import compiled_entry, njit
 
 from algorithms.langid_model import EOS, LABEL_PREFIX, LOSS_HS, read_model
 
@@ -172,7 +172,7 @@ def _is_continuation(c):
 
 @njit(cache=True)
 def _word_hash(text, start, end):
-    h = FNV_OFFSET
+    h = np.int64(FNV_OFFSET)
     for i in range(start, end):
         h = _fnv(h, text[i])
     return h
@@ -202,7 +202,7 @@ def _char_ngrams(word, length, first, last, ng, out, n_out):
     for i in range(first, last):
         if _is_continuation(word[i]):
             continue
-        h = FNV_OFFSET
+        h = np.int64(FNV_OFFSET)
         j = i
         n = 1
         while j < length and n <= ng.maxn:
@@ -370,7 +370,7 @@ def _hidden(text, start, end, v, ng, rows, rl, hidden, word, ids, word_hashes):
         while pos < end and _is_space(text[pos]):
             pos += 1
         s = pos
-        h = FNV_OFFSET
+        h = np.int64(FNV_OFFSET)
         while pos < end and not _is_space(text[pos]):
             h = _fnv(h, text[pos])
             pos += 1
@@ -481,7 +481,7 @@ def _best_hs(hidden, out, stack_node, stack_score):
     leaf found so far (a tie is explored, and a tying later leaf replaces the earlier
     one, as fastText's heap does). Returns (label, score)."""
     threshold = _std_log(np.float32(0.0))
-    best_node = NO_LABEL
+    best_node = np.int64(NO_LABEL)
     best = np.float32(0.0)
     stack_node[0] = 2 * out.n_labels - 2
     stack_score[0] = np.float32(0.0)
@@ -524,7 +524,7 @@ def _best_softmax(hidden, out, output):
     for i in range(out.n_labels):
         output[i] = np.float32(np.exp(np.float64(output[i] - top)))
         z += output[i]
-    best_node = NO_LABEL
+    best_node = np.int64(NO_LABEL)
     best = np.float32(0.0)
     for i in range(out.n_labels):
         output[i] /= z
@@ -688,7 +688,7 @@ class FastLid:
         args = (data, bounds, *self._kernel_args, labels, probs)
         if self._entry is None:
             _predict_batch(*args)
-            self._entry = _compiled_entry(_predict_batch, args)
+            self._entry = compiled_entry(_predict_batch, args)
         else:
             self._entry(*args)
         return self._label_of[labels[0]], float(probs[0])
@@ -719,20 +719,6 @@ class FastLid:
         probs = np.empty(n, np.float32)
         _predict_batch(data, bounds, *self._kernel_args, labels, probs)
         return labels, probs.astype(np.float64)
-
-
-def _compiled_entry(dispatcher, args):
-    """The compiled code of dispatcher for exactly these argument types. numba's
-    dispatcher resolves the types of the arguments on every call, which for namedtuples
-    of arrays takes ~4 us -- as long as predicting 200 characters -- so predict(), whose
-    argument types never change, calls the compiled entry point directly. Falls back to
-    the dispatcher if numba's internals differ."""
-    from .jit import numba
-
-    try:
-        return dispatcher.overloads[tuple(numba.typeof(a) for a in args)].entry_point
-    except (AttributeError, KeyError, TypeError):
-        return dispatcher
 
 
 def _utf8(text: str) -> bytes:

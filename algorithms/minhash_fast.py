@@ -17,39 +17,10 @@ import re
 
 import numpy as np
 
+from .jit import njit
 
 LONG_TEXT = 1 << 18          # characters; longer texts are normalised and hashed in pieces
 EMPTY = np.uint32(0xFFFFFFFF)
-
-class _Kernel:
-    """A kernel numba has not compiled yet. Its first call compiles every kernel of this
-    module (compile_kernels), then runs the compiled one. `py_func` is the Python code."""
-
-    def __init__(self, fn, options: dict):
-        self.py_func, self.options = fn, options
-
-    def __call__(self, *args):
-        compile_kernels()
-        return globals()[self.py_func.__name__](*args)
-
-
-def kernel(**options):
-    """@kernel(...) is @numba.njit(...), applied on first use: importing numba takes 0.2 s,
-    more than a rerun that reuses every signature spends on its own work."""
-    return lambda fn: _Kernel(fn, options)
-
-
-def compile_kernels() -> None:
-    """Replace each kernel of this module by numba's compiled version (cached on disk).
-    All at once, because a kernel calls others by their global names."""
-    g = globals()
-    lazy = [name for name, value in g.items() if isinstance(value, _Kernel)]
-    if lazy:
-        from .jit import njit
-
-        for name in lazy:
-            g[name] = njit(**g[name].options)(g[name].py_func)
-
 
 BLOCK = 512                  # shingles hashed together; the k functions run on 1-2 blocks
 SEEN_SLOTS = 1 << 14         # the table of a text's shingle hashes seen so far: at most 64 KB
@@ -60,7 +31,7 @@ LOW32 = np.uint64(0xFFFFFFFF)
 SHIFT32 = np.uint64(32)
 
 
-@kernel(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _fmix64(h):
     """MurmurHash3's finaliser: spreads every input bit over all 64 output bits."""
     h ^= h >> np.uint64(33)
@@ -71,7 +42,7 @@ def _fmix64(h):
     return h
 
 
-@kernel(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _shingle_hash(cp, start, stop):
     """32-bit hash of the code points cp[start:stop] (FNV-1a style, then fmix64)."""
     h = FNV_OFFSET
@@ -81,7 +52,7 @@ def _shingle_hash(cp, start, stop):
     return _fmix64(h) >> SHIFT32
 
 
-@kernel(cache=True)
+@njit(cache=True)
 def _hash_shingles(cp, start, count, n, hs):
     """hs[j] = _shingle_hash(cp, start + j, start + j + n) for j < count, computed one
     character position at a time for all count shingles: independent multiplies that
@@ -95,7 +66,7 @@ def _hash_shingles(cp, start, count, n, hs):
         hs[j] = _fmix64(hs[j] ^ np.uint64(n)) >> SHIFT32
 
 
-@kernel(cache=True)
+@njit(cache=True)
 def _split_multipliers(a):
     """a_i = a_hi * 2^32 + a_lo -> the uint32 arrays (a_lo, a_hi)."""
     a_lo = np.empty(a.shape[0], np.uint32)
@@ -106,7 +77,7 @@ def _split_multipliers(a):
     return a_lo, a_hi
 
 
-@kernel(cache=True)
+@njit(cache=True)
 def min_hashes(xs, count, a_lo, a_hi, b, acc):
     """acc[i] = min(acc[i], h_i(x)) over x in xs[:count], h_i(x) = ((a_i*x + b_i) mod 2^64) >> 32.
 
@@ -127,7 +98,7 @@ def min_hashes(xs, count, a_lo, a_hi, b, acc):
         acc[i] = m
 
 
-@kernel(cache=True)
+@njit(cache=True)
 def _clear_seen(seen, shingles):
     """Empty the first slots of the seen-table, about 4 per shingle; returns the slot mask."""
     size = 64
@@ -137,7 +108,7 @@ def _clear_seen(seen, shingles):
     return np.uint32(size - 1)
 
 
-@kernel(cache=True)
+@njit(cache=True)
 def _keep_unseen(hs, count, seen, mask, xs, kept):
     """Append to xs[kept:] the hashes of hs[:count] not seen before in this text; returns
     the new kept. The table is direct-mapped and lossy: a collision only lets a repeated
@@ -152,7 +123,7 @@ def _keep_unseen(hs, count, seen, mask, xs, kept):
     return kept
 
 
-@kernel(cache=True)
+@njit(cache=True)
 def _sign_text(cp, start, stop, n, a_lo, a_hi, b, acc, hs, xs, seen):
     """acc = min(acc, MinHash of the normalised code points cp[start:stop]).
 
@@ -176,7 +147,7 @@ def _sign_text(cp, start, stop, n, a_lo, a_hi, b, acc, hs, xs, seen):
     min_hashes(xs, kept, a_lo, a_hi, b, acc)
 
 
-@kernel(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _put(buf, m, prev, c):
     """Write the mapped character c at buf[m]; the next one goes after it unless both
     are spaces (so runs of whitespace collapse, and leading ones vanish). Returns that
@@ -185,7 +156,7 @@ def _put(buf, m, prev, c):
     return m + ((c != 32) | (prev != 32))
 
 
-@kernel(cache=True, inline="always")
+@njit(cache=True, inline="always")
 def _normalised_length(buf, m, special):
     """The length of the normalised text in buf[:m], a trailing space cut; -1 if it
     holds a character left to normalise()."""
@@ -194,7 +165,7 @@ def _normalised_length(buf, m, special):
     return -1 if special else m
 
 
-@kernel(cache=True)
+@njit(cache=True)
 def _normalise_into(cp, start, stop, char_map, buf):
     """buf[:m] = normalise(text) for the code points cp[start:stop]; returns m, or -1 if
     the text holds a character _char_map cannot lower alone (then normalise() must).
@@ -212,7 +183,7 @@ def _normalise_into(cp, start, stop, char_map, buf):
     return _normalised_length(buf, m, special)
 
 
-@kernel(cache=True)
+@njit(cache=True)
 def _sig_texts(cp, offsets, n, a, b, out):
     """Signatures of normalised texts given as code points cp[offsets[d]:offsets[d+1]].
 
@@ -226,7 +197,7 @@ def _sig_texts(cp, offsets, n, a, b, out):
         _sign_text(cp, offsets[d], offsets[d + 1], n, a_lo, a_hi, b, out[d], hs, xs, seen)
 
 
-@kernel(cache=True)
+@njit(cache=True)
 def _sig_raw_texts(cp, offsets, n, a, b, char_map, out, lens):
     """Signatures of raw texts: each is normalised here first (see _normalise_into).
 
@@ -247,7 +218,7 @@ def _sig_raw_texts(cp, offsets, n, a, b, char_map, out, lens):
             _sign_text(buf, 0, m, n, a_lo, a_hi, b, out[d], hs, xs, seen)
 
 
-@kernel(cache=True)
+@njit(cache=True)
 def _normalise_utf8_into(data, start, stop, char_map, buf):
     """_normalise_into for the UTF-8 bytes data[start:stop] (an Arrow string column's own
     buffer): each character is decoded, then mapped, as _normalise_into maps the code
@@ -283,7 +254,7 @@ def _normalise_utf8_into(data, start, stop, char_map, buf):
     return _normalised_length(buf, m, special)
 
 
-@kernel(cache=True)
+@njit(cache=True)
 def _sig_utf8_texts(data, offsets, n, a, b, char_map, long_bytes, out, lens):
     """_sig_raw_texts for the UTF-8 texts data[offsets[d]:offsets[d+1]], read where they
     are: no Python string, no array of code points. lens[d] = -1 as there, and -2 for a
@@ -309,7 +280,7 @@ def _sig_utf8_texts(data, offsets, n, a, b, char_map, long_bytes, out, lens):
             _sign_text(buf, 0, m, n, a_lo, a_hi, b, out[d], hs, xs, seen)
 
 
-@kernel(cache=True)
+@njit(cache=True)
 def _sig_hashed(x, offsets, a, b, out):
     """Signatures of sets given directly as 32-bit shingle hashes (used by the demo's
     simulation of pairs with an exact Jaccard similarity)."""
@@ -319,7 +290,7 @@ def _sig_hashed(x, offsets, a, b, out):
         min_hashes(x[s:e], e - s, a_lo, a_hi, b, out[d])
 
 
-@kernel(cache=True)
+@njit(cache=True)
 def _band_hashes(sig, bands, rows, out):
     """out[j, d] = 64-bit hash of band j (rows r values) of signature d."""
     for d in range(sig.shape[0]):
@@ -410,7 +381,7 @@ def normalised_pieces(text: str, size: int = LONG_TEXT):
         emitted, need_space = True, raw[-1].isspace()
 
 
-@kernel(cache=True)
+@njit(cache=True)
 def _bucket_pairs_into(h, order, all_pairs_max, out, fill):
     """Count (fill=False) or write (fill=True) the candidate pairs; returns the count."""
     n = order.shape[0]

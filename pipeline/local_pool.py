@@ -228,10 +228,9 @@ def start_pool_early(args: argparse.Namespace, compiled: bool = False,
     if stem and importlib.util.find_spec(stem) is not None:
         importlib.import_module(stem)   # tasks name their function by this module
     if compiled:
-        from algorithms.jit import numba  # noqa: F401  (without its BLAS probe)
-        from numba.core import registry
+        from algorithms.jit import prepare_for_fork
 
-        registry.cpu_target.target_context.refresh()
+        prepare_for_fork()   # nothing, where every kernel was built ahead of time
     if before_fork is not None:
         before_fork()
     collector.resume()   # the workers start collecting, and never walk what is frozen

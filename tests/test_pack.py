@@ -829,7 +829,8 @@ def test_the_check_starts_before_numba_is_imported(tok_path, sample_layout, tmp_
     """pack's driver starts the identity check's thread before it imports numba (0.2 s),
     so that HF's side of the check runs beside the import and the fast encoder's build
     (the driver no longer waited for it before forking: core use 0.78-0.80 -> 0.86-0.88 at
-    256 MB). numba is imported once, in the driver, with the check started."""
+    256 MB). numba is imported once, in the driver, with the check started. (numba's
+    kernels, DATAPREP_AOT=0; with the ahead-of-time builds it is not imported at all.)"""
     import os
     import sys
 
@@ -841,7 +842,8 @@ def test_the_check_starts_before_numba_is_imported(tok_path, sample_layout, tmp_
                          str(sample_layout / "raw"), "--output", str(tmp_path / "out"),
                          "--tokenizer", str(tok_path), "--workers", "2"], cwd=ROOT,
                         capture_output=True, text=True, timeout=600,
-                        env={**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_WATCH_LOG": str(log)})
+                        env={**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_WATCH_LOG": str(log),
+                             "DATAPREP_AOT": "0"})
     assert cp.returncode == 0, cp.stderr[-2000:]
     imports = log.read_text().split()
     assert imports[1::2] == ["1"], imports    # one import, one check under way

@@ -453,11 +453,16 @@ def test_sweep_with_kept_signals_reads_few_texts(tmp_path, monkeypatch):
     assert sweep["sweeps"][0]["values"][0]["bytes_out"] > 0
 
 
-def test_minhash_rerun_that_reuses_signatures_never_imports_numba(dedup_first, tmp_path):
+def test_minhash_rerun_that_reuses_signatures_never_imports_numba(dedup_first, tmp_path,
+                                                                    monkeypatch):
     """numba (0.2 s to import) is loaded only where a kernel runs: not by a rerun or a
     sweep that reuses every signature, in the driver or in a worker. The watch can fail:
-    a first run, which computes signatures, does import it."""
+    a first run, which computes signatures, does import it. (With the kernels' numba
+    versions, DATAPREP_AOT=0, as where no C compiler built them ahead of time; with the
+    ahead-of-time builds no run imports numba: tests/test_aot.py.)"""
     from conftest import run_watching_imports
+
+    monkeypatch.setenv("DATAPREP_AOT", "0")
 
     d = _copy(dedup_first, tmp_path)
     args = ["--input", d / "dedup_exact", "--output", d / "dedup", "--workers", "2"]
@@ -470,12 +475,16 @@ def test_minhash_rerun_that_reuses_signatures_never_imports_numba(dedup_first, t
     assert "numba imported" in first
 
 
-def test_a_first_run_imports_numba_once_for_all_its_workers(dedup_first, tmp_path):
+def test_a_first_run_imports_numba_once_for_all_its_workers(dedup_first, tmp_path,
+                                                            monkeypatch):
     """When nothing is kept (a first run), clean and dedup_minhash set numba up in the
     driver before the pool's workers are forked, so it is imported once (0.5 s of CPU),
     not once in every worker; with kept measurements, not at all (the test above). clean
-    builds its language-ID model there too."""
+    builds its language-ID model there too. (numba's kernels, DATAPREP_AOT=0: with the
+    ahead-of-time builds numba is not imported at all.)"""
     from conftest import run_watching_imports
+
+    monkeypatch.setenv("DATAPREP_AOT", "0")
 
     d = _copy(dedup_first, tmp_path)
     for script, src in (("clean.py", "raw"), ("dedup_minhash.py", "dedup_exact")):
