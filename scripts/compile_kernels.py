@@ -13,6 +13,9 @@ kernels each chain needs are compiled once each, on two cores:
   1. clean.py with the tutorial's rules and every rule pack, dedup_exact.py, dedup_minhash.py
   2. train_tokenizer.py and pack_parallel.py, both reading download_data.py's output
 
+and, after the first chain, the kernels a real corpus reaches and the sample does not
+(exercise(): dedup_exact's kernel, MinHash's rare paths).
+
 They are the kernels, with the argument types, that a real run loads. Flags that select
 other code (--trainer hf, --encoder, a sweep) compile what they add on their first use.
 The outputs go to a temporary folder, removed at the end.
@@ -69,6 +72,33 @@ def run(cmd: list) -> None:
 def run_chain(chain: list[list]) -> None:
     for cmd in chain:
         run(cmd)
+
+
+def exercise() -> None:
+    """The kernels a real corpus reaches and the sample's runs do not: dedup_exact's
+    digests (below 64 MB of text the stage digests in Python), MinHash's paths for texts
+    with a character only str.lower() lowercases and for texts longer than LONG_TEXT, the
+    tokenizer sample's piece sampling. Called through the same functions the stages call,
+    so numba's cache records the same argument types (run with DATAPREP_AOT=0)."""
+    import pyarrow as pa
+
+    from algorithms import exact_dedup_fast
+    from algorithms.minhash import MinHasher
+    from algorithms.minhash_fast import LONG_TEXT
+    from algorithms.packing_fast import sampled_pieces
+    from algorithms.tokenizer_sample import PIECE_SAMPLE_BITS
+    from pipeline.arrays import text_buffers
+
+    texts = ["A plain  English\ttext, with spaces.", "ΣΑΣ ΣΟΦΟΣ and İstanbul", "中文 文本。",
+             "", "long text " * (LONG_TEXT // 10 + 10)]
+    col = pa.array(texts, pa.string())
+    exact_dedup_fast.load()
+    exact_dedup_fast.batch_digests(col)
+    mh = MinHasher()
+    mh.signatures_of_column(col)
+    mh.signatures_and_lengths(texts)
+    mh.signatures(texts, normalised=True)
+    sampled_pieces(*text_buffers(col), PIECE_SAMPLE_BITS)
 
 
 # --------------------------------------------------------------------------------------
@@ -194,6 +224,9 @@ def main(argv: list[str] | None = None) -> None:
     if argv[:1] == ["--aot-module"]:
         print(build_aot(argv[1]))
         return
+    if argv[:1] == ["--exercise"]:
+        exercise()
+        return
     t0 = time.time()
     if argv[:1] != ["--aot-only"]:
         with tempfile.TemporaryDirectory(prefix="compile-kernels-") as tmp:
@@ -201,6 +234,7 @@ def main(argv: list[str] | None = None) -> None:
             run(["download_data.py", "--dataset", "sample", "--output", d / "raw",
                  "--workers", "1"])
             todo = chains(d)
+            todo[0].append(["scripts/compile_kernels.py", "--exercise"])
             with ThreadPoolExecutor(max_workers=max(1, min(len(todo), os.cpu_count() or 1))
                                     ) as pool:
                 for f in [pool.submit(run_chain, c) for c in todo]:
