@@ -78,12 +78,12 @@ def exercise() -> None:
     """The kernels a real corpus reaches and the sample's runs do not: dedup_exact's
     digests (below 64 MB of text the stage digests in Python), MinHash's paths for texts
     with a character only str.lower() lowercases and for texts longer than LONG_TEXT, the
-    tokenizer sample's piece sampling. Called through the same functions the stages call,
+    tokenizer sample's piece sampling, verify.py's band hashes. Called through the same functions the stages call,
     so numba's cache records the same argument types (run with DATAPREP_AOT=0)."""
     import pyarrow as pa
 
     from algorithms import exact_dedup_fast
-    from algorithms.minhash import MinHasher
+    from algorithms.minhash import MinHasher, band_hashes
     from algorithms.minhash_fast import LONG_TEXT
     from algorithms.packing_fast import sampled_pieces
     from algorithms.tokenizer_sample import PIECE_SAMPLE_BITS
@@ -98,6 +98,7 @@ def exercise() -> None:
     mh.signatures_of_column(col)
     mh.signatures_and_lengths(texts)
     mh.signatures(texts, normalised=True)
+    band_hashes(mh.signatures(texts), 16, 8)       # as verify.py recomputes a sample's bands
     sampled_pieces(*text_buffers(col), PIECE_SAMPLE_BITS)
 
 
