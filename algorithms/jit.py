@@ -438,6 +438,7 @@ def _aot_versions(k: Kernel) -> dict:
 def aot_everywhere() -> bool:
     """Whether every module of the package that has kernels has a usable build."""
     modules = {k.py_func.__module__.rpartition(".")[2] for k in _KERNELS}
+    # and the modules not imported here: any that marks a kernel
     for f in PACKAGE.glob("*.py"):
         text = f.read_text(encoding="utf-8")
         if "@njit" in text or "njit(" in text:
