@@ -152,13 +152,16 @@ class Kernel:
         self._aot: dict | None = None
         self._dispatcher = None
 
-    def __call__(self, *args):
+    def built(self, args):
+        """The ahead-of-time build for exactly these arguments' types, or None."""
         if self._aot is None:
             self._aot = _aot_versions(self)
-        if self._aot:
-            fn = self._aot.get(arg_key(args))
-            if fn is not None:
-                return fn(*args)
+        return self._aot.get(arg_key(args)) if self._aot else None
+
+    def __call__(self, *args):
+        fn = self.built(args)
+        if fn is not None:
+            return fn(*args)
         if self._dispatcher is None and os.environ.get("DATAPREP_AOT_TRACE"):
             print(f"{self!r}: no ahead-of-time build for {arg_key(args)}; compiling with numba",
                   file=sys.stderr)
@@ -185,9 +188,7 @@ def compiled_entry(kernel, args):
     characters. The ahead-of-time build, or numba's entry point (the dispatcher itself
     if numba's internals differ)."""
     if isinstance(kernel, Kernel):
-        if kernel._aot is None:
-            kernel._aot = _aot_versions(kernel)
-        fn = kernel._aot.get(arg_key(args))
+        fn = kernel.built(args)
         if fn is not None:
             return fn
         kernel = kernel.dispatcher()
@@ -333,11 +334,21 @@ def _tuples(x):
 # the ahead-of-time builds
 # --------------------------------------------------------------------------------------
 
+_SOURCES: dict = {}
+
+
+def _sources() -> dict[str, bytes]:
+    """{file name: bytes} of every module of this package, read once per process."""
+    if not _SOURCES:
+        _SOURCES.update((f.name, f.read_bytes()) for f in sorted(PACKAGE.glob("*.py")))
+    return _SOURCES
+
+
 def sources_digest() -> str:
     """sha256 of every module of this package: a kernel calls others, in any module."""
     h = hashlib.sha256()
-    for f in sorted(PACKAGE.glob("*.py")):
-        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    for name, data in _sources().items():
+        h.update(name.encode() + b"\0" + data + b"\0")
     return h.hexdigest()
 
 
@@ -439,9 +450,7 @@ def aot_everywhere() -> bool:
     """Whether every module of the package that has kernels has a usable build."""
     modules = {k.py_func.__module__.rpartition(".")[2] for k in _KERNELS}
     # and the modules not imported here: any that marks a kernel
-    for f in PACKAGE.glob("*.py"):
-        text = f.read_text(encoding="utf-8")
-        if "@njit" in text or "njit(" in text:
-            modules.add(f.stem)
+    modules |= {name[:-3] for name, data in _sources().items()
+                if b"@njit" in data or b"njit(" in data}
     modules.discard("jit")
     return not _JITTED and all(_aot_module(m) is not None for m in sorted(modules))

@@ -65,8 +65,12 @@ def run(cmd: list) -> None:
     cp = subprocess.run([sys.executable, str(ROOT / cmd[0]), *map(str, cmd[1:])], cwd=ROOT,
                         env=env, capture_output=True, text=True)
     if cp.returncode != 0:
-        tail = (cp.stderr.strip() or cp.stdout.strip()).splitlines()[-1:] or ["(no output)"]
-        raise SystemExit(f"compile_kernels: {cmd[0]} exited {cp.returncode}: {tail[0]}")
+        raise SystemExit(f"compile_kernels: {cmd[0]} exited {cp.returncode}: {last_line(cp)}")
+
+
+def last_line(cp: subprocess.CompletedProcess) -> str:
+    """The last line a failed command printed (its error), or "(no output)"."""
+    return ((cp.stderr.strip() or cp.stdout.strip()).splitlines()[-1:] or ["(no output)"])[0]
 
 
 def run_chain(chain: list[list]) -> None:
@@ -210,9 +214,8 @@ def build_all_aot() -> None:
         cp = subprocess.run([sys.executable, __file__, "--aot-module", name], cwd=ROOT, env=env,
                             capture_output=True, text=True)
         if cp.returncode != 0:
-            tail = (cp.stderr.strip() or cp.stdout.strip()).splitlines()[-1:] or ["(no output)"]
-            return (f"{name}: not built ahead of time ({tail[0][:200]}); its kernels are "
-                    "compiled on first use")
+            return (f"{name}: not built ahead of time ({last_line(cp)[:200]}); its kernels "
+                    "are compiled on first use")
         return cp.stdout.strip()
 
     with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
