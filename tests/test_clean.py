@@ -287,8 +287,16 @@ def test_bench_smoke(sample_rows):
         assert row["mb_per_s_per_core"] > 0
     ours = next(r for r in res["rows"] if r.get("ours"))
     assert "1.5x" in ours["target"] and isinstance(ours["ok"], bool)
-    packs = res["rows"][-1]      # every rule pack, against the same reference
+    # every rule pack: against the tutorial's clean (information), then against the
+    # reference doing the same rules (datatrove's filters after it), which has the target
+    alone, ref, packs = res["rows"][-3:]
+    assert "every rule pack" in alone["name"] and alone["target"] is None
+    assert alone["ratio"] > 0 and alone["ok"] is None
+    assert "datatrove" in ref["name"] and "(1 block," in ref["name"]
+    assert ref["mb_per_s_per_core"] < res["rows"][0]["mb_per_s_per_core"]  # more work
     assert "every rule pack" in packs["name"] and "5.0x" in packs["target"]
+    assert packs["ratio"] == packs["mb_per_s_per_core"] / ref["mb_per_s_per_core"]
+    assert isinstance(packs["ok"], bool)
     # decisions compared with the real fastText on the full text: equal here
     assert res["lang_compared"] > 20 and res["lang_differ"] == 0
 
