@@ -24,7 +24,7 @@ the same blocks. Its target (issue 25: at least 5x) is measured against the refe
 doing the same 36 rules: the tutorial's clean, then datatrove's four filters
 (bench/datatrove_packs.py), each on the documents the one before kept, as a pipeline of
 them would run (datatrove's filters also stop at a document's first failing rule, while
-ours measure every signal of every document). That reference runs at about 0.2 MB/s, so
+ours measure every signal of every document). That reference runs at about 1.5 MB/s, so
 it is timed on CHAIN_BLOCKS blocks spread over the corpus, and ours on the same blocks.
 The ratio against the tutorial's clean alone, which does 5 of those 36 rules, is printed
 too, without a target: docs/benchmarks.md says why.
@@ -47,7 +47,7 @@ TARGET = 1.5
 AGREEMENT = 0.999
 BLOCK_DOCS = 1024   # a clean.py task's record batch
 PACKS_TARGET = 5.0  # clean with every pack against the reference doing the same rules
-CHAIN_BLOCKS = 5    # blocks on which that reference (about 0.2 MB/s) is timed
+CHAIN_BLOCKS = 5    # blocks on which that reference (about 1.5 MB/s) is timed
 
 
 def is_clean(text: str) -> bool:
