@@ -417,9 +417,11 @@ def _aot_module(module: str) -> tuple[object, dict] | None:
     got = None
     try:
         record = json.loads(build_record(module).read_text(encoding="utf-8"))
-        if aot_usable(record) and not record["file"]:
+        if not aot_usable(record):
+            pass
+        elif not record["file"]:
             got = (None, record)                   # a module none of whose kernels ran
-        elif aot_usable(record):
+        else:
             path = AOT_DIR / record["file"]
             spec = importlib.util.spec_from_file_location(record["name"], path)
             ext = importlib.util.module_from_spec(spec)
@@ -446,11 +448,15 @@ def _aot_versions(k: Kernel) -> dict:
             for name, key in record["exports"].get(fn.__name__, [])}
 
 
+def kernel_modules() -> list[str]:
+    """The modules of this package that mark kernels, found in their sources (none is
+    imported): the ones scripts/compile_kernels.py builds."""
+    return sorted(name[:-3] for name, data in _sources().items()
+                  if name != "jit.py" and (b"@njit" in data or b"njit(" in data))
+
+
 def aot_everywhere() -> bool:
     """Whether every module of the package that has kernels has a usable build."""
     modules = {k.py_func.__module__.rpartition(".")[2] for k in _KERNELS}
-    # and the modules not imported here: any that marks a kernel
-    modules |= {name[:-3] for name, data in _sources().items()
-                if b"@njit" in data or b"njit(" in data}
-    modules.discard("jit")
+    modules |= set(kernel_modules())   # and the modules not imported here
     return not _JITTED and all(_aot_module(m) is not None for m in sorted(modules))

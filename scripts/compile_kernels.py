@@ -110,18 +110,6 @@ def exercise() -> None:
 # ahead of time
 # --------------------------------------------------------------------------------------
 
-def kernel_modules() -> list[str]:
-    """The modules of algorithms/ that define kernels."""
-    import importlib
-
-    from algorithms import jit
-
-    for f in sorted(jit.PACKAGE.glob("*.py")):
-        if f.stem not in ("__init__", "jit"):
-            importlib.import_module(f"algorithms.{f.stem}")
-    return sorted({k.py_func.__module__.rpartition(".")[2] for k in jit._KERNELS})
-
-
 def cached_signatures(module, name: str) -> list:
     """The argument types numba's cache index holds for kernel `name` of `module` (its file
     is named after the function and its first line). An entry left from an older source
@@ -208,6 +196,8 @@ def build_aot(name: str) -> str:
 
 def build_all_aot() -> None:
     """build_aot for every kernel module, each in a process of its own, two at a time."""
+    from algorithms import jit
+
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
 
     def one(name: str) -> str:
@@ -219,7 +209,7 @@ def build_all_aot() -> None:
         return cp.stdout.strip()
 
     with ThreadPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
-        for line in pool.map(one, kernel_modules()):
+        for line in pool.map(one, jit.kernel_modules()):
             print(line)
 
 
