@@ -136,6 +136,7 @@ def run(corpus_texts: list[str], quick: bool = False, lid_chars: int | None = No
     """Time reference and ours on corpus_texts; rows of {name, mb_per_s_per_core, ratio,
     target, ok}. quick: one pass, no warm-up (for the smoke test)."""
     import pyarrow as pa
+    from common import blocks_text, spread
 
     from algorithms import cleaning, langid
 
@@ -155,8 +156,8 @@ def run(corpus_texts: list[str], quick: bool = False, lid_chars: int | None = No
     cpu = {"reference": 0.0, "ours": 0.0, "every pack": 0.0}
     kept = {"reference": 0, "ours": 0}
     # the same 36 rules done by the reference, on CHAIN_BLOCKS blocks spread over the corpus
-    chain_every = -(-len(blocks) // CHAIN_BLOCKS)
-    same = {"reference": 0.0, "every pack": 0.0, "mb": 0.0, "blocks": 0}
+    chained = spread(len(blocks), CHAIN_BLOCKS)
+    same = {"reference": 0.0, "every pack": 0.0, "mb": 0.0}
     differ, compared = [], 0
     for b, block in enumerate(blocks):
         texts = block.column(0).to_pylist()   # the reference's input; not timed for ours
@@ -168,14 +169,13 @@ def run(corpus_texts: list[str], quick: bool = False, lid_chars: int | None = No
             res[name] = fn()
             tb[name] = time.process_time() - c0
             cpu[name] += tb[name]
-        if b % chain_every == 0:
+        if b in chained:
             kept_texts = [t for t, k in zip(texts, res["reference"][2]) if k]
             c0 = time.process_time()
             reference_packs(cleaning.QUALITY_PACKS, kept_texts)
             same["reference"] += tb["reference"] + time.process_time() - c0
             same["every pack"] += tb["every pack"]
             same["mb"] += sum(len(t.encode("utf-8")) for t in texts) / 1e6
-            same["blocks"] += 1
         kept["reference"] += res["reference"][0]
         kept["ours"] += res["ours"][0]
         ref_lang = res["reference"][1]
@@ -210,7 +210,7 @@ def run(corpus_texts: list[str], quick: bool = False, lid_chars: int | None = No
          "ratio": all_rate / ref_rate, "target": None, "ok": None},
         {"name": f"reference with every rule pack: is_clean + fastText, then datatrove's "
                  f"{', '.join(cleaning.QUALITY_PACKS)} filters on what each kept "
-                 f"({same['blocks']} block{'s' if same['blocks'] != 1 else ''}, {same['mb']:.1f} MB)",
+                 f"({blocks_text(chained, same['mb'])})",
          "mb_per_s_per_core": same_ref, "ratio": None, "target": None, "ok": None},
         {"name": f"clean.py batch with every rule pack ({len(every.rules)} rules) on the "
                  "same blocks, against the reference doing the same rules",

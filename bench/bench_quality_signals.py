@@ -118,17 +118,19 @@ def run(corpus_texts: list[str], quick: bool = False) -> dict:
                      "mb_per_s_per_core": our_rate, "ratio": ratio,
                      "target": f">= {TARGET:g}x, agreement >= {AGREEMENT:.0%}",
                      "ok": ratio >= TARGET and agree >= AGREEMENT, "ours": True})
-    rows += shared_work(blocks, cols)
+    rows += shared_work(blocks, cols, mb)
     return {"bench": "quality_signals", "mb": mb, "docs": len(corpus_texts),
             "packs": detail, "rows": rows}
 
 
-def shared_work(blocks, cols) -> list[dict]:
+def shared_work(blocks, cols, mb: float) -> list[dict]:
     """What every pack needs, timed alone: the words, cut by datatrove's word tokenizer
     (spaCy's English rules) against ours (the texts decoded and cut into words, nothing
     measured: measure_packs with no pack), on WORD_BLOCKS blocks spread over the corpus
     (datatrove's tokenizer runs at about 0.7 MB/s); then ours with every pack in one pass
-    (measure_packs), on every block. No targets: they show where the packs' time goes."""
+    (measure_packs), on every block (mb in all). No targets: they show where the packs'
+    time goes."""
+    from common import blocks_text, spread
     from datatrove.utils.word_tokenizers import load_word_tokenizer
 
     from algorithms import quality_signals as Q
@@ -137,15 +139,13 @@ def shared_work(blocks, cols) -> list[dict]:
     tok = load_word_tokenizer("en")
     tok.word_tokenize(blocks[0][0])
     measure_packs([], cols[0].slice(0, 20))
-    every = -(-len(blocks) // WORD_BLOCKS)
+    sampled = spread(len(blocks), WORD_BLOCKS)
     cpu = {"reference": 0.0, "ours": 0.0, "every pack": 0.0}
-    mb_sampled = mb_all = 0.0
+    mb_sampled = 0.0
     for b, (texts, col) in enumerate(zip(blocks, cols)):
-        size = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-        mb_all += size
         sides = [("every pack", lambda: measure_packs(list(Q.PACKS), col))]
-        if b % every == 0:
-            mb_sampled += size
+        if b in sampled:
+            mb_sampled += sum(len(t.encode("utf-8")) for t in texts) / 1e6
             sides += [("reference", lambda: [tok.word_tokenize(t) for t in texts]),
                       ("ours", lambda: measure_packs([], col))]
         for name, fn in (sides if b % 2 == 0 else sides[::-1]):
@@ -154,11 +154,10 @@ def shared_work(blocks, cols) -> list[dict]:
             cpu[name] += time.process_time() - c0
     words_ref = mb_sampled / cpu["reference"] if cpu["reference"] else float("inf")
     words_ours = mb_sampled / cpu["ours"] if cpu["ours"] else float("inf")
-    packs = mb_all / cpu["every pack"] if cpu["every pack"] else float("inf")
-    n = -(-len(blocks) // every)
+    packs = mb / cpu["every pack"] if cpu["every pack"] else float("inf")
     return [
-        {"name": f"words: datatrove's word tokenizer (spaCy's English rules; {n} "
-                 f"block{'s' if n != 1 else ''}, {mb_sampled:.1f} MB)",
+        {"name": f"words: datatrove's word tokenizer (spaCy's English rules; "
+                 f"{blocks_text(sampled, mb_sampled)})",
          "mb_per_s_per_core": words_ref, "ratio": None, "target": None, "ok": None},
         {"name": "words: ours, decoded and cut into words, nothing measured (same blocks)",
          "mb_per_s_per_core": words_ours, "ratio": words_ours / words_ref, "target": None,
@@ -166,7 +165,6 @@ def shared_work(blocks, cols) -> list[dict]:
         {"name": "every pack in one pass: ours (measure_packs, every block)",
          "mb_per_s_per_core": packs, "ratio": None, "target": None, "ok": None},
     ]
-
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -18,6 +18,17 @@ SAMPLE = ROOT / "data" / "sample" / "sample.parquet"
 AVX2_CPU = "znver2"  # an AVX2 CPU without AVX-512, for numba's code generation
 
 
+def spread(n: int, k: int) -> list[int]:
+    """k of the n blocks (all of them if n <= k), evenly spread from the first: where a
+    reference too slow for the whole corpus is timed, and ours beside it."""
+    return list(range(0, n, -(-n // k))) if n else []
+
+
+def blocks_text(chosen: list[int], mb: float) -> str:
+    """"5 blocks, 20.8 MB": the part of the corpus those blocks are."""
+    return f"{len(chosen)} block{'s' if len(chosen) != 1 else ''}, {mb:.1f} MB"
+
+
 def corpus_texts(mb: float, corpus: Path = CORPUS, quick: bool = False,
                  inputs: list[str] | None = None) -> list[str]:
     """The first `mb` MB of distinct documents: given files first, then the corpus.
