@@ -74,7 +74,7 @@ from algorithms import cleaning
 from algorithms.cleaning import Decider, LidCalls, Recipe, Signals
 from algorithms.langid import LazyLid, check_lid, default_lid_model, load_lid
 from pipeline import kept_store, layout
-from pipeline.arrays import from_numpy, strings
+from algorithms.arrays import from_numpy, strings
 from pipeline.clean_flags import (check_export_path, check_languages, parse_clean_sweep,
                                   parse_threshold, rules_in)
 from pipeline.clean_report import (EXAMPLE_CHARS, Examples, Tally, example_texts, export_table,

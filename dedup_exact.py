@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 
 from algorithms import exact_dedup
 from pipeline import layout
-from pipeline.arrays import from_numpy
+from algorithms.arrays import from_numpy
 from pipeline.errors import StageError, run_stage
 from pipeline.filter_phase import Picked, filter_phase
 from pipeline.manifest import MANIFEST, read_manifest

@@ -58,7 +58,7 @@ from algorithms.packing import TOKEN_BINS, NotConvertible, doc_lengths, get_enco
 from algorithms.tokenizer_file import (check_fits_uint16, eos_id, load_tokenizer,
                                       tokenizer_hash)
 from pipeline import layout
-from pipeline.arrays import to_numpy
+from algorithms.arrays import to_numpy
 from pipeline.errors import StageError, run_stage
 from pipeline.manifest import MANIFEST
 from pipeline.progress import task_progress

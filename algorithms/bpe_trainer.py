@@ -949,7 +949,7 @@ def measure_compression_fast(tok, heldout) -> dict:
     tokenizer that is not a plain byte-level BPE."""
     import pyarrow.compute as pc
 
-    from pipeline.arrays import strings
+    from .arrays import strings
     from algorithms.packing_fast import BpeEncoder
     from algorithms.tokenizer_file import ordinary_tokenizer
 

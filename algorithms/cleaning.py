@@ -39,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.arrays import from_numpy, strings, to_numpy
+from .arrays import from_numpy, strings, to_numpy
 
 # --------------------------------------------------------------------------------------
 # Part 1: the tutorial's rules in plain Python, one number each.
@@ -635,7 +635,7 @@ LID_PARTS = ("head", "tail", "full")
 
 def labels_of(col: pa.ChunkedArray) -> np.ndarray:
     """A string column as an object array (None where null), through its few distinct
-    labels: no Python string per row (and no pandas, see pipeline.arrays)."""
+    labels: no Python string per row (and no pandas, see algorithms.arrays)."""
     enc = pc.dictionary_encode(col).combine_chunks()
     names = np.array(enc.dictionary.to_pylist() + [None], dtype=object)
     return names[to_numpy(enc.indices, null=len(names) - 1)]

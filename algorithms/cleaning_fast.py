@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 from .jit import njit
 
-from pipeline.arrays import combine, to_numpy
+from .arrays import combine, to_numpy
 
 from .unicode_cache import cached_table
 

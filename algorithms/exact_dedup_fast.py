@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import xxhash
 
-from pipeline.arrays import fill_empty, from_numpy, text_buffers
+from .arrays import fill_empty, from_numpy, text_buffers
 
 from . import exact_dedup
 from .cleaning_fast import _decode   # UTF-8 -> (code point, bytes)

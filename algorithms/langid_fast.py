@@ -737,7 +737,7 @@ def _arrow_bytes(arr) -> tuple[np.ndarray, np.ndarray]:
 
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         arr = arr.cast(pa.large_string())  # string_view, dictionary, ...
-    from pipeline.arrays import fill_empty
+    from .arrays import fill_empty
 
     arr = fill_empty(arr)
     _, offsets_buf, data_buf = arr.buffers()

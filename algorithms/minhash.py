@@ -173,7 +173,7 @@ class MinHasher:
         array of code points is made, except for the rare text the kernel leaves to
         signatures_and_lengths (longer than LONG_TEXT bytes, or holding a character whose
         lowercase needs str.lower())."""
-        from pipeline.arrays import fill_empty, from_numpy, text_buffers
+        from .arrays import fill_empty, from_numpy, text_buffers
 
         col = fill_empty(col)
         data, offsets = text_buffers(col)

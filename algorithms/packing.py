@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.arrays import text_buffers
+from .arrays import text_buffers
 from pipeline.errors import StageError
 from pipeline.shards import HashingFile, id_hashes, ids_with_hash, iter_batches
 

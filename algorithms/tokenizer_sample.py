@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.arrays import fill_empty, from_numpy, strings, text_buffers, to_numpy
+from .arrays import fill_empty, from_numpy, strings, text_buffers, to_numpy
 from pipeline.shards import ShardWriter, open_shard
 from pipeline.task_results import save_task_result
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from pipeline.arrays import text_buffers
+from .arrays import text_buffers
 
 from .jit import njit
 from .tokenizer_sample import BYTE_CLASS

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from algorithms import cleaning
 from algorithms.cleaning import Decider, LanguageRule, Recipe, Signals
-from pipeline.arrays import from_numpy, strings
+from algorithms.arrays import from_numpy, strings
 from pipeline.disk import temporary_beside
 from pipeline.tables import human_bytes, markdown_table, pct, save_report, table
 from pipeline.units import Unit, fetch_rows, unit_offsets

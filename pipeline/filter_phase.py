@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .arrays import combine, from_numpy
+from algorithms.arrays import combine, from_numpy
 from .progress import task_progress
 from .task_results import save_task_result
 from .units import Unit, fetch_column, filter_recipe, filter_unit, previous_files

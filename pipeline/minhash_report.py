@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from algorithms import minhash
-from pipeline.arrays import from_numpy
+from algorithms.arrays import from_numpy
 from pipeline.filter_phase import Picked
 from pipeline.shards import write_table
 from pipeline.tables import human_bytes, markdown_table, pct, save_report, snippet, table

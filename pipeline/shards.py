@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xxhash
 
-from .arrays import from_numpy, to_numpy
+from algorithms.arrays import from_numpy, to_numpy
 from .errors import StageError
 from .layout import script_for_dir, writer_of
 

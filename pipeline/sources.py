@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from .arrays import from_numpy, strings, to_numpy
+from algorithms.arrays import from_numpy, strings, to_numpy
 from .errors import StageError
 from .shards import ShardWriter, open_shard, text_bytes
 
@@ -124,7 +124,7 @@ def check_id_type(path: Path, schema: pa.Schema) -> None:
 
 
 # a null string, made without pa.scalar(None, ...): a Python object given to Arrow (None,
-# or a 0 to compare with) imports pandas (pipeline.arrays), 0.25 CPU s in each process
+# or a 0 to compare with) imports pandas (algorithms.arrays), 0.25 CPU s in each process
 # that converts a parquet file
 NO_ID = pa.nulls(1, pa.string())[0]
 

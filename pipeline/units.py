@@ -25,7 +25,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pyarrow as pa
 
-from .arrays import combine, from_numpy
+from algorithms.arrays import combine, from_numpy
 from .errors import StageError
 from .shards import TEXT, _first_line, open_shard
 
@@ -188,7 +188,7 @@ def locate(offsets: np.ndarray, gidx) -> tuple[np.ndarray, np.ndarray]:
 def shard_rows_of(units: list[Unit], offsets: np.ndarray, gidx) -> tuple[pa.Array, np.ndarray]:
     """Global indices -> (input shard file name, as an Arrow string array; row within
     that shard), for reports that point at a document in the input."""
-    from .arrays import strings
+    from algorithms.arrays import strings
 
     u, r = locate(offsets, gidx)
     names = strings([Path(x.shard).name for x in units]).take(from_numpy(u, pa.int64()))

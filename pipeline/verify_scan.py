@@ -14,7 +14,7 @@ import numpy as np
 import xxhash
 
 from algorithms.loader import read_val_ids, write_val_ids
-from pipeline.arrays import strings
+from algorithms.arrays import strings
 from pipeline.local_pool import abandon_pool
 from pipeline.shards import stage_shards
 from pipeline.verify_context import Context, Missing

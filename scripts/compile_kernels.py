@@ -91,7 +91,7 @@ def exercise() -> None:
     from algorithms.minhash_fast import LONG_TEXT
     from algorithms.packing_fast import sampled_pieces
     from algorithms.tokenizer_sample import PIECE_SAMPLE_BITS
-    from pipeline.arrays import text_buffers
+    from algorithms.arrays import text_buffers
 
     texts = ["A plain  English\ttext, with spaces.", "ΣΑΣ ΣΟΦΟΣ and İstanbul", "中文 文本。",
              "", "long text " * (LONG_TEXT // 10 + 10)]

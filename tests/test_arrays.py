@@ -1,4 +1,4 @@
-"""pipeline.arrays builds and reads the same arrays as pyarrow's own calls, without
+"""algorithms.arrays builds and reads the same arrays as pyarrow's own calls, without
 importing pandas."""
 
 import subprocess
@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.arrays import from_numpy, strings, to_numpy
+from algorithms.arrays import from_numpy, strings, to_numpy
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,7 +68,7 @@ def _fresh_python(code: str) -> str:
 
 def test_no_pandas_import():
     code = ("import sys, numpy as np, pyarrow as pa\n"
-            "from pipeline.arrays import combine, from_numpy, strings, to_numpy\n"
+            "from algorithms.arrays import combine, from_numpy, strings, to_numpy\n"
             "a = from_numpy(np.arange(5)); b = from_numpy(np.ones(5, bool), mask=np.zeros(5, bool))\n"
             "s = strings(['a', None]); x = to_numpy(pa.chunked_array([a, a])); y = to_numpy(b)\n"
             "t = pa.table({'a': a}).filter(b)\n"
@@ -84,7 +84,7 @@ def test_exact_digests_of_special_texts_import_no_pandas():
     """dedup_exact leaves a text holding a character whose lower case is longer ("İ") to
     the readable digest; picking those rows out of the batch imports no pandas either."""
     code = ("import sys\n"
-            "from pipeline.arrays import strings\n"
+            "from algorithms.arrays import strings\n"
             "from algorithms import exact_dedup, exact_dedup_fast\n"
             "texts = ['İstanbul  ve Ankara', 'plain text', None]\n"
             "got = exact_dedup_fast.batch_digests(strings(texts))\n"
@@ -94,7 +94,7 @@ def test_exact_digests_of_special_texts_import_no_pandas():
 
 
 def test_combine():
-    from pipeline.arrays import combine
+    from algorithms.arrays import combine
     a, b = pa.array(["x", None]), pa.array(["y"])
     assert combine(a) is a
     assert combine(pa.chunked_array([a])).equals(a)
@@ -104,7 +104,7 @@ def test_combine():
 
 
 def test_fill_empty():
-    from pipeline.arrays import fill_empty
+    from algorithms.arrays import fill_empty
     a = pa.array(["x", None, ""], pa.string())
     assert fill_empty(a).to_pylist() == ["x", "", ""]
     c = pa.chunked_array([a, pa.array([None], pa.string())])

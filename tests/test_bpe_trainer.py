@@ -214,7 +214,7 @@ def test_words_counted_from_arrow_buffers_and_united_equal_count_words():
     estimate's hash sample of them (sampled_words) equals the one drawn from the texts
     (sampled_pieces)."""
     from algorithms.packing_fast import sampled_pieces, sampled_words
-    from pipeline.arrays import text_buffers
+    from algorithms.arrays import text_buffers
 
     train, _ = sample_split()
 

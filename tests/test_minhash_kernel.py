@@ -207,7 +207,7 @@ def test_column_kernel_refuses_bytes_that_are_not_utf8():
 
 
 def _buffers(col):
-    from pipeline.arrays import text_buffers
+    from algorithms.arrays import text_buffers
 
     return text_buffers(col)
 

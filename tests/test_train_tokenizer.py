@@ -327,7 +327,7 @@ def test_distinct_words_are_the_pretokenizers(sample_layout, tmp_path):
     import pyarrow.parquet as pq
     from tokenizers import pre_tokenizers
 
-    from pipeline.arrays import strings, text_buffers
+    from algorithms.arrays import strings, text_buffers
     from algorithms.packing_fast import sampled_pieces
 
     texts = pq.read_table(list_shards(sample_layout / "raw")[0], columns=["text"]) \
