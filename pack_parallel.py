@@ -55,14 +55,16 @@ import pyarrow.compute as pc
 from algorithms import packing
 from algorithms.loader import write_val_ids
 from algorithms.packing import TOKEN_BINS, NotConvertible, doc_lengths, get_encoder
-from algorithms.tokenizer_file import (check_fits_uint16, eos_id, load_tokenizer,
-                                      tokenizer_hash)
+from algorithms.tokenizer_file import (check_fits_uint16, eos_id, load_tokenizer)
 from pipeline import layout
 from algorithms.arrays import to_numpy
 from pipeline.errors import StageError, run_stage
 from pipeline.manifest import MANIFEST
 from pipeline.progress import task_progress
-from pipeline.shards import file_record, id_hashes, stage_shards
+from algorithms.ids import id_hashes
+from pipeline.pack_check import SampleCheck
+from pipeline.shards import (HashingFile, file_digest, file_record, ids_with_hash, iter_batches,
+                             stage_shards)
 from pipeline.stage import Output, Run, Stage
 from pipeline.tables import human_bytes, markdown_table, save_report, size_arg, table
 from pipeline.task_results import save_task_result
@@ -135,13 +137,46 @@ def part_path(staging: str | os.PathLike, split: str, rank: int) -> Path:
     return Path(staging) / PARTS / f"{split}-{rank:05d}.bin"
 
 
+def val_split(shards: list[Path], val_ratio: float, seed: int) -> tuple[int, int, int]:
+    """5.7: (threshold, documents, val documents) from every document's id hash; a
+    document goes to val.bin when its hash is at most the threshold."""
+    hashes = [id_hashes(b.column(0).to_pylist(), seed)
+              for s in shards for b in iter_batches(s, columns=["id"], batch_rows=65536)]
+    try:
+        return packing.val_threshold(np.concatenate(hashes) if hashes else
+                                     np.zeros(0, np.uint64), val_ratio)
+    except packing.RepeatedIds as e:   # name one repeated id
+        found = ids_with_hash(shards, seed, e.hash)
+        if not found:
+            raise StageError(f"{shards[0].parent}: {e}") from None
+        name, n = max(found.items(), key=lambda kv: kv[1])
+        raise StageError(f"{shards[0].parent}: the id {name!r} is not unique ({n} documents "
+                         f"have it): val would take {e.chosen} documents instead of "
+                         f"{e.wanted}; 5.7 splits by id, so ids must be unique") from None
+    except ValueError as e:
+        raise StageError(f"{shards[0].parent}: {e}") from None
+
+
+def concat_parts(parts: list[Path], out: Path) -> str:
+    """5.5's concat into `out`, through a temporary name; returns out's digest, hashed on
+    the way (the file is not read again)."""
+    for p in parts:
+        if not p.exists():
+            raise StageError(f"{p} is missing; rerun pack_parallel.py")
+    tmp = out.with_name(out.name + ".tmp")
+    with HashingFile(tmp) as fout:
+        packing.concat(parts, fout)
+    os.replace(tmp, out)
+    return fout.hexdigest()
+
+
 def run(run: Run) -> Output:
     """5.7's split, 5.5's parallel encoding (with the identity check), the concatenation."""
     args = run.args
     tok = load_tokenizer(args.tokenizer)
     eos = eos_id(tok, args.tokenizer)
     with run.phase("split"):
-        threshold, n_docs, n_val = packing.val_threshold(run.shards, args.val_ratio, args.seed)
+        threshold, n_docs, n_val = val_split(run.shards, args.val_ratio, args.seed)
     kind, enc_info = fast_or_hf(args)
     check = identity_check(args, run.shards) if kind != "hf" else None
     if kind != "hf":   # what the check compared (nothing with --check-bytes 0)
@@ -166,11 +201,11 @@ def run(run: Run) -> Output:
         outs, digests = {}, {}
         for s in ("train", "val"):
             outs[s] = run.staging / f"{s}.bin"
-            digests[s] = packing.concat_parts(
+            digests[s] = concat_parts(
                 [part_path(run.staging, s, r) for r in range(len(run.units))], outs[s])
 
     counts = merge_counts(results, n_docs, n_val, eos, kind, tok, args.tokenizer,
-                          tokenizer_hash(args.tokenizer), args.output)
+                          file_digest(args.tokenizer), args.output)
     if counts["val"]["docs"] == 0:   # the ones chosen had no text (download_data drops those)
         raise StageError(f"{args.input}: val.bin would be empty: the {n_val} document(s) chosen "
                          "for val have no text (null); drop null texts first, or choose "
@@ -217,14 +252,14 @@ _SWITCH: list = []
 CHECK_SWITCH_S = 0.0005
 
 
-def identity_check(args, shards: list[Path]) -> packing.SampleCheck | None:
+def identity_check(args, shards: list[Path]) -> SampleCheck | None:
     """The identity check of this run: the one build_encoders started, or one started
     now; None with --check-bytes 0."""
     check = _CHECK.pop(check_key(args, shards), None)
     if check is not None:
         overlap_ended(check)
     elif args.check_bytes > 0:
-        check = packing.SampleCheck(shards, args.check_bytes, args.tokenizer)
+        check = SampleCheck(shards, args.check_bytes, args.tokenizer)
     return check
 
 
@@ -233,7 +268,7 @@ def check_key(args, shards: list[Path]) -> tuple:
     return str(args.tokenizer), args.check_bytes, tuple(map(str, shards))
 
 
-def overlap_ended(check: packing.SampleCheck) -> None:
+def overlap_ended(check: SampleCheck) -> None:
     """Wait for the check's thread, then give the interpreter its switch interval back."""
     check.join()
     if _SWITCH:
@@ -257,7 +292,7 @@ def build_encoders(args):
     if kind == "hf":
         return None
     shards = stage_shards(args.input)
-    check = packing.SampleCheck(shards, args.check_bytes, args.tokenizer) \
+    check = SampleCheck(shards, args.check_bytes, args.tokenizer) \
         if args.check_bytes > 0 else None
     if check is not None:
         _CHECK[check_key(args, shards)] = check
@@ -403,7 +438,7 @@ def extra_inputs(a) -> dict:
 def config(run: Run) -> dict:
     a = run.args
     return {"val_ratio": a.val_ratio, "seed": a.seed, "encoder": a.encoder,
-            "dtype": "uint16", "tokenizer_xxh3_128": tokenizer_hash(a.tokenizer),
+            "dtype": "uint16", "tokenizer_xxh3_128": file_digest(a.tokenizer),
             "task_mb": a.task_mb}
 
 

@@ -102,13 +102,40 @@ from algorithms.tokenizer_file import SPECIAL_TOKENS
 from pipeline import layout
 from pipeline.errors import StageError, run_stage
 from pipeline.manifest import MANIFEST, read_manifest, write_json
-from pipeline.progress import available_memory, peak_rss_mb
+from pipeline.progress import available_memory, peak_rss_mb, task_progress
+from pipeline.sample_files import (UnitSample, distinct_words, iter_sample, read_heldout,
+                                   read_words)
 from pipeline.shards import file_record, read_table
 from pipeline.stage import Output, Run, Stage
+from pipeline.task_results import save_task_result
+from pipeline.units import read_unit
 from pipeline.tables import human_bytes, markdown_table, parse_size, pct, save_report, size_arg, table
 
 HELDOUT = "report/heldout.parquet"   # the held-out text, beside the report
 PAIR_COUNT_LIMIT = 2**31 - 1   # BpeTrainer's i32 pair counts (tokenizers issue 2058)
+
+
+# --------------------------------------------------------------------------------------
+# 4.7 step 2: the sample, drawn by one task per unit of the input.
+# --------------------------------------------------------------------------------------
+
+def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
+                heldout_share: float, train_share: float, seed: int,
+                max_doc_chars: int, count_words: bool = False,
+                train_rows: int | None = None) -> None:
+    """Task `rank`: the held-out and training rows of unit `rank`, each document drawn by
+    its seeded id hash (algorithms/tokenizer_sample.py: choose_rows), written into the
+    staging folder with their language mix (pipeline/sample_files.py: UnitSample).
+    count_words: also count the training rows' words, the compiled trainer's input.
+    train_rows: write only the first train_rows training rows (all are counted): the
+    compiled trainer reads the words, and the checks only the first texts (None: every
+    row, for BpeTrainer)."""
+    cuts = tokenizer_sample.share_cuts(heldout_share, train_share)
+    sample = UnitSample(staging, rank, cuts, seed, max_doc_chars, count_words, train_rows)
+    prog = task_progress()
+    for batch in read_unit(units[rank], columns=["id", "text"]):
+        prog.add(batch.num_rows, sample.add(batch))
+    save_task_result(staging, "sample", rank, sample.close())
 
 
 # --------------------------------------------------------------------------------------
@@ -125,7 +152,7 @@ def run(run: Run) -> Output:
         raise StageError(f"{run.input}: the shards hold no text")
     heldout_target, sample_target = tokenizer_sample.plan_sample(
         total, args.sample_ratio, args.min_bytes, args.max_bytes, args.heldout_bytes)
-    run.parallel("sample", tokenizer_sample.sample_unit, units=run.unit_dicts(), staging=str(run.staging),
+    run.parallel("sample", sample_unit, units=run.unit_dicts(), staging=str(run.staging),
                  heldout_share=heldout_target / total, train_share=sample_target / total,
                  seed=args.seed, max_doc_chars=args.max_doc_chars,
                  count_words=args.trainer == "fast",
@@ -157,7 +184,7 @@ def run(run: Run) -> Output:
         raise StageError(f"the sample drawn is {s['sample_bytes']:,} bytes, above "
                          f"{PAIR_COUNT_LIMIT:,}: BpeTrainer's 32-bit pair counts could wrap "
                          "(tokenizers issue 2058); lower --max-bytes by a few percent")
-    s["distinct_words"], s["distinct_word_bytes"] = tokenizer_sample.distinct_words(run.staging, tasks)
+    s["distinct_words"], s["distinct_word_bytes"] = distinct_words(run.staging, tasks)
     need = check_memory(s, budget, args)
 
     from algorithms import bpe_trainer   # numba and tokenizers: only when training
@@ -165,19 +192,19 @@ def run(run: Run) -> Output:
     with run.phase("train"):                                   # 4.7 steps 3 and 4
         t = time.time()
         if args.trainer == "fast":   # the words, counted by the sample's tasks
-            tok = bpe_trainer.train_words(tokenizer_sample.read_words(run.staging, tasks),
+            tok = bpe_trainer.train_words(read_words(run.staging, tasks),
                                           args.vocab_size, args.min_frequency, SPECIAL_TOKENS)
         else:
-            tok = bpe_trainer.train_hf(tokenizer_sample.iter_sample(run.staging, tasks),
+            tok = bpe_trainer.train_hf(iter_sample(run.staging, tasks),
                                        args.vocab_size, args.min_frequency, SPECIAL_TOKENS,
                                        args.workers)
         train_secs = time.time() - t
         peak_mb = peak_rss_mb()   # this process's peak so far: training's, in practice
-    heldout = tokenizer_sample.read_heldout(run.staging, tasks)
+    heldout = read_heldout(run.staging, tasks)
     with run.phase("verify"):                                  # 4.7 step 5
         held_texts = heldout.column("text").to_pylist()
         real = held_texts[:tokenizer_checks.REAL_DOCS_CHECKED // 2]
-        for batch in tokenizer_sample.iter_sample(run.staging, tasks):   # across units
+        for batch in iter_sample(run.staging, tasks):   # across units
             real += batch[:tokenizer_checks.REAL_DOCS_CHECKED - len(real)]
             if len(real) >= tokenizer_checks.REAL_DOCS_CHECKED:
                 break
@@ -227,7 +254,7 @@ def compare_with_bpetrainer(run: Run, tok, tasks: int) -> int:
     from algorithms import bpe_trainer
 
     with run.phase("train_hf"):
-        other = bpe_trainer.train_hf(tokenizer_sample.iter_sample(run.staging, tasks), run.args.vocab_size,
+        other = bpe_trainer.train_hf(iter_sample(run.staging, tasks), run.args.vocab_size,
                                      run.args.min_frequency, SPECIAL_TOKENS, run.args.workers)
     return bpe_trainer.vocab_difference(tok, other)
 

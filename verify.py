@@ -45,21 +45,20 @@ import xxhash
 
 from pipeline import layout
 from pipeline.disk import check_out_path, check_report_path
-from pipeline.errors import ArgumentParser, StageError, run_stage
+from pipeline.errors import ArgumentParser, StageError, refusal, run_stage
 from pipeline.executors import add_executor_args, check_executor
 from pipeline.local_pool import start_pool_early
 from pipeline.lock import FolderLock, lock_all
 from pipeline.manifest import check_input, display_path, read_manifest, source_name
 from pipeline.tables import human_bytes, pct, table, window_text
-from pipeline.shards import matches_record
+from pipeline.shards import file_digest, matches_record
 from pipeline.verify_context import PACK_MANIFEST, Context, Item, Missing
 from pipeline.verify_report import (REPORT_HEAD, manifest_fingerprints, own_write_failed,
                                     render_markdown, render_terminal, report_path, write_failed,
                                     write_report)
 from pipeline.verify_scan import SCAN
 from algorithms.tokenizer_checks import LANG_NAMES, token_counts
-from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, max_token_id,
-                                       tokenizer_hash)
+from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, UINT16_LIMIT, max_token_id)
 
 SMOKE_DATASETS = ("sample", "tinystories")
 REPLACEMENT = "\ufffd"
@@ -156,7 +155,7 @@ def check_files(ctx: Context) -> Item:
         if p.is_file() and p.stat().st_size == rec["size"] and not matches_record(p, rec):
             it.fail(f"{p} does not match its xxh3-128 digest in {PACK_MANIFEST}",
                     "it was changed after packing; rerun pack_parallel.py")
-    h = tokenizer_hash(ctx.tokenizer_path)
+    h = file_digest(ctx.tokenizer_path)
     if h != c["tokenizer"]["xxh3_128"]:
         it.fail(f"{ctx.tokenizer_path} changed since packing (hash {h[:12]} vs "
                 f"{c['tokenizer']['xxh3_128'][:12]})",
@@ -590,7 +589,13 @@ def run_check(fn, num: int, ctx: Context) -> Item:
     of verify.py's own that fails stops the run instead (write_failed): the checklist
     cannot be finished, and FAILs would blame the data and replace a good report."""
     try:
-        return fn(ctx)
+        try:
+            return fn(ctx)
+        except ValueError as e:   # an algorithm's refusal (a tokenizer file that is not one)
+            bad = refusal(e)
+            if bad is None:
+                raise
+            raise bad from None
     except (Missing, StageError) as e:
         it = Item(num, TITLES[num])
         it.fail(str(e), f"a prerequisite is missing: {str(e).split(': ')[-1]}")

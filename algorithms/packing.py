@@ -23,7 +23,7 @@ Departures, each one named where it is made:
 - document text is encoded as plain text (a literal "<|endoftext|>" in a web page is
   ordinary bytes, never the EOS id): the tokenizer with its added tokens dropped;
 - the default encoder is algorithms/packing_fast.py, HF's byte-level BPE compiled with
-  numba, used only after it gave HF's ids on a sample of the corpus (`first_difference`);
+  numba, used only after it gave HF's ids on a sample of the corpus (pipeline/pack_check.py);
 - the parts are concatenated in task order (5.5 leaves the order to convention: it is
   fixed here) and hashed on the way.
 """
@@ -31,15 +31,11 @@ Departures, each one named where it is made:
 from __future__ import annotations
 
 import os
-import threading
-import time
 from pathlib import Path
 
 import numpy as np
 
 from .arrays import text_buffers
-from pipeline.errors import StageError
-from pipeline.shards import HashingFile, id_hashes, ids_with_hash, iter_batches
 
 from .tokenizer_file import (added_all_special, byte_level_unsupported, encode_bounded, eos_id,
                              load_tokenizer, ordinary_tokenizer, plain_text, to_tiktoken)
@@ -67,45 +63,37 @@ def n_val_docs(n_docs: int, val_ratio: float) -> int:
     return max(1, int(n_docs * val_ratio))
 
 
-def val_threshold(shards: list[Path], val_ratio: float, seed: int) -> tuple[int, int, int]:
+def val_threshold(hashes: np.ndarray, val_ratio: float) -> tuple[int, int, int]:
     """(threshold, n_docs, n_val): a document is in val iff its id hash <= threshold.
 
-    Reads only the id column (8 bytes per document kept in memory), so it is cheap even
-    for a large corpus, and it sees every shard: the split is global, not per shard. Ids
-    must be unique among the chosen: every copy of an id goes the same way, so a repeated
-    id would put more documents in val than asked (all of them, if every id is the same).
+    hashes: the seeded hash of every document's id (algorithms.ids), 8 bytes a document,
+    for the whole corpus: the split is global, not per shard. Ids must be unique among the
+    chosen: every copy of an id goes the same way, so a repeated id would put more
+    documents in val than asked (all of them, if every id is the same): RepeatedIds.
     """
-    hashes = []
-    for s in shards:
-        for batch in iter_batches(s, columns=["id"], batch_rows=65536):
-            hashes.append(id_hashes(batch.column(0).to_pylist(), seed))
-    h = np.concatenate(hashes) if hashes else np.empty(0, np.uint64)
+    h = np.asarray(hashes, dtype=np.uint64)
     n = len(h)
     if n < 2:
-        raise StageError(f"{shards[0].parent}: {n} document(s); need at least 2 to split "
-                         "train and val")
+        raise ValueError(f"{n} document(s); need at least 2 to split train and val")
     k = n_val_docs(n, val_ratio)
     if k >= n:
-        raise StageError(f"--val-ratio {val_ratio} would put all {n} documents in val")
+        raise ValueError(f"--val-ratio {val_ratio} would put all {n} documents in val")
     threshold = int(np.partition(h, k - 1)[k - 1])
     chosen = int(np.count_nonzero(h <= np.uint64(threshold)))
     if chosen > k:
-        raise StageError(_repeated_ids(shards, seed, h, threshold, chosen, k))
+        picked = np.sort(h[h <= np.uint64(threshold)])
+        twice = int(picked[np.flatnonzero(picked[1:] == picked[:-1])[0]])
+        raise RepeatedIds(twice, chosen, k)
     return threshold, n, k
 
 
-def _repeated_ids(shards: list[Path], seed: int, h: np.ndarray, threshold: int, chosen: int,
-                  k: int) -> str:
-    """The error for ids that repeat among the ones chosen for val, naming one."""
-    picked = np.sort(h[h <= np.uint64(threshold)])
-    twice = int(picked[np.flatnonzero(picked[1:] == picked[:-1])[0]])
-    found = ids_with_hash(shards, seed, twice)
-    if found:
-        name, n = max(found.items(), key=lambda kv: kv[1])
-        return (f"{shards[0].parent}: the id {name!r} is not unique ({n} documents have it): "
-                f"val would take {chosen} documents instead of {k}; 5.7 splits by id, "
-                "so ids must be unique")
-    return f"{shards[0].parent}: ids are not unique; 5.7 splits by id"
+class RepeatedIds(ValueError):
+    """Ids repeat among the documents chosen for val; `hash` is one repeated id's hash."""
+
+    def __init__(self, hash: int, chosen: int, wanted: int):
+        super().__init__(f"ids are not unique: val would take {chosen} documents instead of "
+                         f"{wanted}; 5.7 splits by id")
+        self.hash, self.chosen, self.wanted = hash, chosen, wanted
 
 
 # --------------------------------------------------------------------------------------
@@ -128,7 +116,7 @@ def fast_encoder(tok, kind: str):
     return to_tiktoken(tok)
 
 
-class NotConvertible(StageError):
+class NotConvertible(ValueError):
     """The tokenizer cannot be encoded with the fast encoder asked for; `why` says why."""
 
     def __init__(self, path: str, kind: str, why: str):
@@ -219,87 +207,6 @@ def get_encoder(tokenizer_path: str, kind: str) -> Encoder:
     return _ENCODERS[key]
 
 
-def sample_texts(shards: list[Path], max_bytes: int, per_shard: int = 64) -> list[str]:
-    """A fixed sample for the identity check: the first documents of every shard, taken
-    round-robin (different sources are in different shards) until max_bytes of text or
-    the end of the input; each shard is read per_shard documents at a time, as far as
-    needed (with 64 documents a shard and no more, one shard gave 130 KB of a 1 MB
-    check). A document longer than what is left of max_bytes is cut to it: HF encodes
-    the sample whole, and one 20 MB document took 3 GB and 15 s against a 1 MB budget."""
-    readers = [iter_batches(s, columns=["text"], batch_rows=per_shard) for s in shards]
-    heads: list[list[str]] = [[] for _ in shards]   # each shard's next documents, reversed
-    out, size = [], 0
-    while size < max_bytes:
-        for k, r in enumerate(readers):
-            if r is not None and not heads[k]:
-                batch = next(r, None)
-                if batch is None:
-                    readers[k] = None
-                else:
-                    heads[k] = [t for t in batch.column(0).to_pylist() if t is not None][::-1]
-        if not any(heads) and all(r is None for r in readers):
-            break
-        for h in heads:   # one round: a document from every shard that has one
-            if h and size < max_bytes:
-                text = h.pop()[:max_bytes - size]   # characters: at most 4 bytes each
-                out.append(text)
-                size += len(text.encode("utf-8"))
-    return out
-
-
-def first_difference(got: list[np.ndarray], want: list[np.ndarray]) -> int | None:
-    """Index of the first text whose ids differ between two encodings of the same texts
-    (the fast encoder's and HF's), else None."""
-    for i, (x, y) in enumerate(zip(got, want)):
-        if not np.array_equal(x, y):
-            return i
-    return None
-
-
-class SampleCheck:
-    """The identity check's HF side, started early: in a thread of its own, the sample
-    (sample_texts) is read and encoded by HF, with a tokenizer of the thread's own (the
-    vocabulary's ids, its added tokens' strings as plain text), while the caller goes on.
-    Arrow's reads and HF's encoding release the GIL, so the check takes a core that
-    waits anyway: pack's driver builds its fast encoder and starts its pool meanwhile.
-
-    join() waits for the thread (before a fork: nothing may run beside a fork);
-    difference(enc) waits too, then gives the index of the first sample text on which
-    `enc` gives other ids than HF (first_difference's answer), or None."""
-
-    def __init__(self, shards: list[Path], max_bytes: int, tokenizer_path: str | os.PathLike):
-        self.texts: list[str] = []
-        self.hf_ids: list[np.ndarray] = []
-        self.seconds = 0.0
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="identity-check", daemon=True,
-                                        args=(list(shards), max_bytes, str(tokenizer_path)))
-        self._thread.start()
-
-    def _run(self, shards: list[Path], max_bytes: int, tokenizer_path: str) -> None:
-        t0 = time.time()
-        try:
-            from tokenizers import Tokenizer
-
-            texts = sample_texts(shards, max_bytes)
-            with plain_text(Tokenizer.from_file(tokenizer_path)) as plain:
-                self.hf_ids = [np.asarray(ids, dtype=np.uint32)
-                               for ids in encode_bounded(plain, texts)]
-            self.texts = texts
-        except BaseException as e:   # raised again where the caller waits for it
-            self._error = e
-        self.seconds = round(time.time() - t0, 3)
-
-    def join(self) -> None:
-        self._thread.join()
-
-    def difference(self, enc: Encoder) -> int | None:
-        self.join()
-        if self._error is not None:
-            raise self._error
-        return first_difference(enc.ids_many(self.texts), self.hf_ids)
-
-
 # --------------------------------------------------------------------------------------
 # 5.5: the parts of every task, concatenated in order.
 # --------------------------------------------------------------------------------------
@@ -315,17 +222,11 @@ def doc_lengths(arr: np.ndarray, eos: int) -> np.ndarray:
     return np.diff(np.concatenate([[-1], ends])) - 1
 
 
-def concat_parts(parts: list[Path], out: Path) -> str:
-    """Concatenate the parts of one split into `out`, in the order given (5.5: order is a
-    convention nothing checks, so the caller fixes it, by task rank, not by directory
-    listing). Returns out's digest, hashed on the way (the file is not read again)."""
-    tmp = out.with_name(out.name + ".tmp")
-    with HashingFile(tmp) as fout:
-        for p in parts:
-            if not p.exists():
-                raise StageError(f"{p} is missing; rerun pack_parallel.py")
-            with open(p, "rb") as fin:
-                while chunk := fin.read(CHUNK):
-                    fout.write(chunk)
-    os.replace(tmp, out)
-    return fout.hexdigest()
+def concat(parts: list[Path], fout) -> None:
+    """5.5's concat: the parts' bytes, in the order given, into the open file fout (the
+    order is a convention nothing checks, so the caller fixes it: by task rank, never by
+    directory listing)."""
+    for p in parts:
+        with open(p, "rb") as fin:
+            while chunk := fin.read(CHUNK):
+                fout.write(chunk)

@@ -13,7 +13,7 @@ BPE does not depend on what surrounds a string):
 and what it leaves out: the largest id at most 65535 (4.6: uint16), special tokens at their
 ids, round trips on mixed scripts, whitespace runs, control characters and real
 documents, and a literal "<|endoftext|>" in a web page encoded as plain text, never as
-the special id (a page must not forge a document boundary). Any miss is a StageError:
+the special id (a page must not forge a document boundary). Any miss is a ValueError:
 the tokenizer is not saved.
 
 Compression: characters and bytes per token over held-out English and Chinese text
@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from pipeline.errors import StageError
-from pipeline.tables import human_bytes
 
 from .tokenizer_file import (BATCH_CHARS, EOS_TOKEN, PIECE_CHARS, SPECIAL_TOKENS, UINT16_LIMIT,
                              max_token_id, ordinary_tokenizer, piece_batches, splits_like_gpt2)
@@ -54,23 +52,23 @@ def check_vocab(tok, vocab_size: int, sample_bytes: int, min_frequency: int = 2)
     got = tok.get_vocab_size(with_added_tokens=True)
     top = max_token_id(tok)
     if got <= 256 + len(SPECIAL_TOKENS) < vocab_size:   # not one merge: no --vocab-size fits
-        raise StageError(
+        raise ValueError(
             f"the vocabulary reached only {got:,} of --vocab-size {vocab_size:,} tokens: no "
-            f"pair of symbols in the training sample ({human_bytes(sample_bytes)}) occurs "
+            f"pair of symbols in the training sample ({sample_bytes / 1e6:,.1f} MB) occurs "
             f"{max(min_frequency, 1):,} times or more (--min-frequency), so not one merge was "
             "made and no --vocab-size can be reached. Use more data"
             + (f", or lower --min-frequency {min_frequency:,}" if min_frequency > 2 else ""))
     if got < vocab_size:
-        raise StageError(
+        raise ValueError(
             f"the vocabulary reached only {got:,} of --vocab-size {vocab_size:,} tokens: the "
-            f"training sample ({human_bytes(sample_bytes)}) is too small to support it. Use "
+            f"training sample ({sample_bytes / 1e6:,.1f} MB) is too small to support it. Use "
             f"more data, or lower --vocab-size on purpose (at most {got:,} here; the "
             "bundled sample uses --vocab-size 8000)"
             + (f", or lower --min-frequency {min_frequency:,}" if min_frequency > 2 else ""))
     if got != vocab_size:
-        raise StageError(f"the vocabulary has {got:,} tokens, expected {vocab_size:,}")
+        raise ValueError(f"the vocabulary has {got:,} tokens, expected {vocab_size:,}")
     if top >= ID_LIMIT:
-        raise StageError(f"largest token id {top:,} is not below {ID_LIMIT:,} (uint16, 4.6)")
+        raise ValueError(f"largest token id {top:,} is not below {ID_LIMIT:,} (uint16, 4.6)")
     return {"vocab_size": got, "max_id": top}
 
 
@@ -79,7 +77,7 @@ def check_special_ids(tok) -> dict:
     want = {t: i for i, t in enumerate(SPECIAL_TOKENS)}
     if got != want:
         bad = [f"{t}={got[t]} (want {want[t]})" for t in SPECIAL_TOKENS if got[t] != want[t]]
-        raise StageError(f"special tokens at the wrong ids: {', '.join(bad)}")
+        raise ValueError(f"special tokens at the wrong ids: {', '.join(bad)}")
     return got
 
 
@@ -93,7 +91,7 @@ def check_round_trip(plain, texts: dict[str, str]) -> int:
         if back != texts[name]:
             i = next((k for k, (a, b) in enumerate(zip(back, texts[name])) if a != b),
                      min(len(back), len(texts[name])))
-            raise StageError(f"round trip failed on {name}: {texts[name][max(0, i - 20):i + 20]!r} "
+            raise ValueError(f"round trip failed on {name}: {texts[name][max(0, i - 20):i + 20]!r} "
                              f"came back as {back[max(0, i - 20):i + 20]!r}")
     return len(names)
 
@@ -105,11 +103,11 @@ def check_literal_specials(tok, plain) -> dict:
     ids = plain.encode(text, add_special_tokens=False).ids
     forged = [i for i in ids if i in special_ids]
     if forged:
-        raise StageError(f"plain text {text!r} was encoded with special ids {forged}: a "
+        raise ValueError(f"plain text {text!r} was encoded with special ids {forged}: a "
                          "document could forge a boundary")
     asked = tok.encode(EOS_TOKEN).ids  # the full tokenizer, when the special is wanted
     if asked != [tok.token_to_id(EOS_TOKEN)]:
-        raise StageError(f"{EOS_TOKEN} asked for explicitly encodes as {asked}")
+        raise ValueError(f"{EOS_TOKEN} asked for explicitly encodes as {asked}")
     return {"plain_text_ids": len(ids), "explicit_eos_ids": asked}
 
 

@@ -7,7 +7,6 @@ import re
 from contextlib import contextmanager
 from pathlib import Path
 
-from pipeline.errors import StageError
 
 EOS_TOKEN = "<|endoftext|>"
 SPECIAL_TOKENS = [EOS_TOKEN, "<|im_start|>", "<|im_end|>"] + [f"<|reserved_{i}|>" for i in range(8)]
@@ -29,13 +28,13 @@ def load_tokenizer(path: str | os.PathLike):
     try:
         st = p.stat()
     except FileNotFoundError:
-        raise StageError(f"{p} not found; run train_tokenizer.py first") from None
+        raise ValueError(f"{p} not found; run train_tokenizer.py first") from None
     key = (str(p.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
     if key not in _LOADED:
         try:
             tok = Tokenizer.from_file(str(p))
         except Exception as e:  # tokenizers raises plain Exception subclasses
-            raise StageError(f"{p}: not a valid tokenizer.json ({str(e).splitlines()[0]})") from None
+            raise ValueError(f"{p}: not a valid tokenizer.json ({str(e).splitlines()[0]})") from None
         if len(_LOADED) >= 4:
             _LOADED.clear()
         _LOADED[key] = tok
@@ -53,13 +52,6 @@ GPT2_PATTERN = (r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+"
                 r"|\s+(?!\S)|\s+")
 
 
-def tokenizer_hash(path: str | os.PathLike) -> str:
-    """xxh3-128 of tokenizer.json's bytes: packed ids only mean something with this file."""
-    from pipeline.shards import file_digest
-
-    return file_digest(path)
-
-
 def max_token_id(tok) -> int:
     """The largest id the tokenizer can emit (model vocabulary and added tokens)."""
     return max(tok.get_vocab(with_added_tokens=True).values())
@@ -69,7 +61,7 @@ def check_fits_uint16(tok, path: str | os.PathLike) -> None:
     """Refuse a vocabulary whose largest id does not fit in uint16 (tutorial 4.6)."""
     top = max_token_id(tok)
     if top >= UINT16_LIMIT:
-        raise StageError(f"{path}: largest token id {top:,} does not fit in uint16 "
+        raise ValueError(f"{path}: largest token id {top:,} does not fit in uint16 "
                          f"(max {UINT16_LIMIT - 1:,}); train a vocabulary below 65,536 "
                          "(train_tokenizer.py --vocab-size) or store the ids as uint32")
 
@@ -77,7 +69,7 @@ def check_fits_uint16(tok, path: str | os.PathLike) -> None:
 def eos_id(tok, path: str | os.PathLike = "tokenizer.json") -> int:
     i = tok.token_to_id(EOS_TOKEN)
     if i is None:
-        raise StageError(f"{path}: no {EOS_TOKEN} token; train the tokenizer with "
+        raise ValueError(f"{path}: no {EOS_TOKEN} token; train the tokenizer with "
                          "SPECIAL_TOKENS (train_tokenizer.py)")
     return i
 

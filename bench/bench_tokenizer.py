@@ -94,7 +94,8 @@ def ours(paths: list[str], vocab: int, staging: Path):
     """train_tokenizer.py's functions, in the order the stage runs them."""
     import pyarrow as pa
 
-    from algorithms import bpe_trainer, tokenizer_checks, tokenizer_sample
+    from algorithms import bpe_trainer, tokenizer_checks
+    from pipeline import sample_files
 
     import pyarrow.compute as pc
     from pipeline.shards import open_shard
@@ -103,16 +104,27 @@ def ours(paths: list[str], vocab: int, staging: Path):
     units = [u.to_dict() for u in plan_units([Path(p) for p in paths])]
     sizes = [int(pc.sum(pc.binary_length(open_shard(p).read(columns=["text"])
                                                .column("text"))).as_py()) for p in paths]
-    for rank in range(len(units)):
-        tokenizer_sample.sample_unit(rank, len(units), units, str(staging), 0.0, 1.0, seed=0,
-                       max_doc_chars=100_000)
-    tok = bpe_trainer.train_fast(tokenizer_sample.iter_sample(staging, len(units)), vocab,
+    draw_sample(units, staging, 1.0)
+    tok = bpe_trainer.train_fast(sample_files.iter_sample(staging, len(units)), vocab,
                                  min_frequency=2, threads=1)
-    real = next(tokenizer_sample.iter_sample(staging, len(units),
+    real = next(sample_files.iter_sample(staging, len(units),
                                              tokenizer_checks.REAL_DOCS_CHECKED), [])
     tokenizer_checks.verify(tok, vocab, sum(sizes), real)
     bpe_trainer.measure_compression_fast(tok, pa.table({"text": real, "lang": ["en"] * len(real)}))
     return tok
+
+
+def draw_sample(units: list[dict], staging: Path, ratio: float) -> None:
+    """train_tokenizer.py's sample tasks one after another: the loop of its sample_unit."""
+    from algorithms import tokenizer_sample
+    from pipeline.sample_files import UnitSample
+    from pipeline.units import read_unit
+
+    for rank, unit in enumerate(units):
+        sample = UnitSample(staging, rank, tokenizer_sample.share_cuts(0.0, ratio), 0, 100_000)
+        for batch in read_unit(unit, columns=["id", "text"]):
+            sample.add(batch)
+        sample.close()
 
 
 def sample_reference(paths: list[str], ratio: float) -> int:
@@ -122,14 +134,12 @@ def sample_reference(paths: list[str], ratio: float) -> int:
 
 def sample_ours(paths: list[str], ratio: float, staging: Path) -> int:
     """Drawing it the stage's way: text column in Arrow, rows chosen in numpy."""
-    from algorithms import tokenizer_sample
+    from pipeline import sample_files
     from pipeline.units import plan_units
 
     units = [u.to_dict() for u in plan_units([Path(p) for p in paths])]
-    for rank in range(len(units)):
-        tokenizer_sample.sample_unit(rank, len(units), units, str(staging), 0.0, ratio, seed=0,
-                       max_doc_chars=100_000)
-    return sum(len(b) for b in tokenizer_sample.iter_sample(staging, len(units)))
+    draw_sample(units, staging, ratio)
+    return sum(len(b) for b in sample_files.iter_sample(staging, len(units)))
 
 
 def floor(texts: list[str], vocab: int):

@@ -52,7 +52,7 @@ def split_like_the_stage(texts: list[str], heldout_bytes: int = HELDOUT_BYTES):
     import pyarrow as pa
 
     from algorithms import tokenizer_sample
-    from pipeline.shards import id_hashes
+    from algorithms.ids import id_hashes
 
     lengths = np.array([len(t.encode("utf-8")) for t in texts], np.int64)
     cuts = tokenizer_sample.share_cuts(min(heldout_bytes / max(lengths.sum(), 1), tokenizer_sample.HELDOUT_MAX_SHARE), 1.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dis
 import gc
 import os
 import re
@@ -18,6 +19,42 @@ class StageError(Exception):
     Raised with a one-line message that names the file or value at fault. The stage
     wrapper prints it (no traceback) and exits with status 2.
     """
+
+
+class InputError(StageError):
+    """A StageError that a rerun with the same input and settings would only repeat (an
+    algorithm refused the input: see refusal()): the run's partial work promises no
+    resume."""
+
+
+ALGORITHMS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "algorithms") + os.sep
+
+
+def refusal(e: BaseException) -> InputError | None:
+    """An algorithm's refusal as the one-line error, or None for any other exception.
+
+    The modules of algorithms/ import nothing of this package: they raise ValueError with
+    a message for the user (a rule's measure that gave the wrong count, a tokenizer file
+    that is not one). That is a ValueError raised by a `raise` statement in a module of
+    algorithms/; one raised inside numpy or another library (a bug, most likely) keeps
+    its traceback."""
+    if not isinstance(e, ValueError) or isinstance(e, StageError):
+        return None
+    tb = e.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    if not code.co_filename.startswith(ALGORITHMS):
+        return None
+    if code.co_code[tb.tb_lasti] != _RAISE:   # an exception from a call on this line
+        return None
+    return InputError(str(e))
+
+
+_RAISE = dis.opmap["RAISE_VARARGS"]
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -120,7 +157,13 @@ def run_stage(main: Callable[[list[str] | None], object], argv: list[str] | None
     if not isinstance(sys.stdout, _Stdout) and sys.stdout is not None:
         sys.stdout = _Stdout(sys.stdout)
     try:
-        rc = main(argv)
+        try:
+            rc = main(argv)
+        except ValueError as e:   # an algorithm's refusal, raised in this process
+            bad = refusal(e)
+            if bad is None:
+                raise
+            raise bad from None
     except StageError as e:
         print(f"error: {e}", file=sys.stderr)
         _exit(2)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import progress as prog
-from .errors import StageError
+from .errors import StageError, refusal
 from .datatrove_import import import_datatrove_io
 from .layout import default_workers
 from .local_pool import _local_executor_cls, _preload_in_forkserver, _quiet
@@ -98,6 +98,11 @@ class ShardTask:
         prog.start_task(self.progress_dir, rank)
         try:
             fn(rank=rank, world_size=world_size, **self.kwargs)
+        except ValueError as e:   # an algorithm's refusal: one line, in the driver too
+            bad = refusal(e)
+            if bad is None:
+                raise
+            raise bad from None
         finally:
             prog.end_task()
         return None

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import xxhash
 
 from algorithms.arrays import from_numpy, to_numpy
+from algorithms.ids import id_hashes
 from .errors import StageError
 from .layout import script_for_dir, writer_of
 
@@ -244,12 +245,6 @@ def text_bytes(table: pa.Table | pa.RecordBatch) -> int:
     col = table.column(TEXT)
     total = pc.sum(pc.binary_length(col)).as_py()
     return int(total or 0)
-
-
-def id_hashes(ids: list, seed: int) -> np.ndarray:
-    """xxh64(id, seed) per document: a seeded, order-free key for sampling and splits."""
-    return np.fromiter((xxhash.xxh64_intdigest(str(i).encode("utf-8"), seed) for i in ids),
-                       dtype=np.uint64, count=len(ids))
 
 
 def ids_with_hash(shards: list[Path], seed: int, h: int) -> dict[str, int]:

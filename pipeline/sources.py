@@ -387,7 +387,9 @@ def save_id_hashes(shards: list[Path], dest: Path) -> None:
     what repeated_ids() reads to find ids that are not unique, without holding the ids."""
     import numpy as np
 
-    from .shards import id_hashes, read_table
+    from algorithms.ids import id_hashes
+
+    from .shards import read_table
 
     parts = [id_hashes(read_table(s, columns=["id"]).column("id").to_pylist(), ID_HASH_SEED)
              for s in shards]

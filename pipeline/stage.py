@@ -42,7 +42,7 @@ from typing import Callable
 
 from . import collector, layout
 from .disk import check_out_path, register
-from .errors import ArgumentParser, StageError
+from .errors import ArgumentParser, InputError, StageError, refusal
 from .executors import add_executor_args, check_executor
 from .local_pool import start_pool_early
 from .lock import FolderLock, lock_all
@@ -364,10 +364,16 @@ class Stage:
         if run.units:
             print(f"{self.name}: {describe(run.units)}", file=sys.stderr)
         try:
-            out = self.run_fn(run)
+            try:
+                out = self.run_fn(run)
+            except ValueError as e:   # an algorithm's refusal, in this process
+                bad = refusal(e)
+                if bad is None:
+                    raise
+                raise bad from None
         except StageError as e:   # say where the finished tasks wait, and for what
-            if not staged.staging.exists():
-                raise
+            if not staged.staging.exists() or isinstance(e, InputError):
+                raise   # (a rerun with the same input and settings would fail the same way)
             if {p.name for p in staged.staging.iterdir()} <= {RUN_KEY}:   # nothing done yet
                 shutil.rmtree(staged.staging, ignore_errors=True)
                 raise

@@ -57,7 +57,7 @@ class Context:
         if key not in self._cache:
             try:
                 self._cache[key] = (True, fn())
-            except (Missing, StageError) as e:
+            except (Missing, StageError, ValueError) as e:   # (a refusal: run_check)
                 self._cache[key] = (False, e)
         ok, v = self._cache[key]
         if not ok:

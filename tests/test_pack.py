@@ -17,15 +17,15 @@ from conftest import SAMPLE, run_script, snapshot
 
 import pack_parallel as pp
 from algorithms import packing
-from pipeline.shards import id_hashes
+from algorithms.ids import id_hashes
 from algorithms.packing_fast import BpeEncoder
+from pipeline import pack_check
 from pipeline.errors import StageError
 from algorithms.loader import get_batch
 from pipeline.shards import file_digest
 from pipeline.units import plan_units
 from algorithms.tokenizer_file import (EOS_TOKEN, SPECIAL_TOKENS, encode_bounded, load_tokenizer,
-                                ordinary_tokenizer, pieces, plain_text, splits_like_gpt2, to_tiktoken,
-                                tokenizer_hash)
+                                ordinary_tokenizer, pieces, plain_text, splits_like_gpt2, to_tiktoken)
 
 
 def sample_texts(n: int | None = None) -> list[str]:
@@ -281,9 +281,9 @@ def test_load_tokenizer_loads_a_file_once_and_again_once_it_changes(tok_path, tm
     other = tmp_path / "copy.json"
     other.write_bytes(Path(tok_path).read_bytes())
     assert load_tokenizer(other) is not first
-    with pytest.raises(StageError, match="not found"):
+    with pytest.raises(ValueError, match="not found"):
         load_tokenizer(tmp_path / "missing.json")
-    with pytest.raises(StageError, match="not a valid tokenizer.json"):
+    with pytest.raises(ValueError, match="not a valid tokenizer.json"):
         load_tokenizer(tmp_path)
 
 
@@ -354,7 +354,7 @@ def test_tokenizer_that_does_not_convert_falls_back_to_hf(tok_path, tmp_path):
     kind, info = pp.fast_or_hf(argparse.Namespace(encoder="auto", tokenizer=str(p)))
     assert kind == "hf" and "normalizer" in info["fallback"]
     for kind in ("numba", "tiktoken"):
-        with pytest.raises(StageError, match="does not convert"):
+        with pytest.raises(ValueError, match="does not convert"):
             pp.fast_or_hf(argparse.Namespace(encoder=kind, tokenizer=str(p)))
 
 
@@ -511,7 +511,7 @@ def test_every_document_is_packed_in_order_with_one_eos(packed, sample_layout, t
         assert rec["xxh3_128"] == file_digest(packed / f"{split}.bin")
         assert rec["size"] == 2 * len(data) and rec["tokens"] == len(data)
     assert c["docs_in"] == c["docs_out"] == len(docs)
-    assert c["dtype"] == "uint16" and c["tokenizer"]["xxh3_128"] == tokenizer_hash(tok_path)
+    assert c["dtype"] == "uint16" and c["tokenizer"]["xxh3_128"] == file_digest(tok_path)
     assert m["input"]["fingerprint"] == json.loads(
         (sample_layout / "raw" / "manifest.json").read_text())["output_fingerprint"]
     assert c["encoder"] == "numba" and m["encoder"]["checked_docs"] > 0
@@ -533,7 +533,7 @@ def test_val_split_by_document_seeded_and_independent_of_sharding(packed, sample
     assert (out / "val.bin").read_bytes() == (packed / "val.bin").read_bytes()
     # another ratio and seed: more val documents, none of them in train
     ids = [i for i, _ in docs]
-    thr, n, n_val = packing.val_threshold(sorted((sample_layout / "raw").glob("*.parquet")), 0.05, 7)
+    thr, n, n_val = pp.val_split(sorted((sample_layout / "raw").glob("*.parquet")), 0.05, 7)
     assert n == len(docs) and n_val == int(len(docs) * 0.05)
     assert int((id_hashes(list(ids), 7) <= np.uint64(thr)).sum()) == n_val
 
@@ -655,9 +655,9 @@ def test_get_batch_y_is_x_shifted_by_one(packed):
     starts = np.random.default_rng(0).integers(0, len(data) - 32, size=4)  # the same draws
     for k, i in enumerate(starts):
         assert (x[k] == data[i:i + 32]).all() and (y[k] == data[i + 1:i + 33]).all()
-    with pytest.raises(StageError, match="too few"):
+    with pytest.raises(ValueError, match="too few"):
         get_batch("val", 1, 10 ** 6, data_dir=packed)
-    with pytest.raises(StageError, match="split"):
+    with pytest.raises(ValueError, match="split"):
         get_batch("test", 1, 8, data_dir=packed)
 
 
@@ -703,8 +703,8 @@ def test_an_empty_val_and_repeated_ids_are_one_line(tok_path, tmp_path):
     pq.write_table(pa.table({"id": ids, "text": texts}), tmp_path / "b.parquet")
     with pytest.raises(StageError, match=f"the id '{ids[order[1]]}' is not unique "
                                          r"\(2 documents have it\): val would take 2"):
-        packing.val_threshold([tmp_path / "b.parquet"], 0.01, 42)
-    assert packing.val_threshold([tmp_path / "b.parquet"], 0.01, 7)[1:] == (100, 1)
+        pp.val_split([tmp_path / "b.parquet"], 0.01, 42)
+    assert pp.val_split([tmp_path / "b.parquet"], 0.01, 7)[1:] == (100, 1)
 
 
 def test_a_commit_that_cannot_finish_changes_nothing(packed, sample_layout, tok_path, tmp_path):
@@ -778,7 +778,7 @@ def test_val_ids_with_line_breaks_read_back_as_written(tmp_path):
     assert f.read_bytes() == b"" and read_val_ids(f) == set()
     f.write_bytes(b"a\nb")                         # no newline after the last id
     assert read_val_ids(f) == {"a", "b"}
-    with pytest.raises(StageError, match=r"the id 'a\\nb', chosen for val, holds a newline"):
+    with pytest.raises(ValueError, match=r"the id 'a\\nb', chosen for val, holds a newline"):
         write_val_ids(tmp_path / "bad.txt", ["ok", "a\nb"])
     assert not list(tmp_path.glob("bad.txt*"))
 
@@ -789,10 +789,10 @@ def test_the_identity_check_sample_keeps_to_its_budget(tmp_path):
     big = "word " * 600_000                                # 3 MB
     pq.write_table(pa.table({"id": ["a", "b", "c"], "text": [big, "small one", None]}),
                    tmp_path / "part-0.parquet")
-    got = packing.sample_texts([tmp_path / "part-0.parquet"], 100_000)
+    got = pack_check.sample_texts([tmp_path / "part-0.parquet"], 100_000)
     assert got == [big[:100_000]]
-    assert sum(len(t.encode()) for t in packing.sample_texts([tmp_path / "part-0.parquet"], 0)) == 0
-    got = packing.sample_texts([tmp_path / "part-0.parquet"], 4_000_000)
+    assert sum(len(t.encode()) for t in pack_check.sample_texts([tmp_path / "part-0.parquet"], 0)) == 0
+    got = pack_check.sample_texts([tmp_path / "part-0.parquet"], 4_000_000)
     assert got == [big, "small one"]
     # few shards of many documents: the sample still reaches the budget (it stopped at
     # 64 documents a shard: 130 KB of a 1 MB check on a one-shard corpus), round-robin
@@ -800,12 +800,12 @@ def test_the_identity_check_sample_keeps_to_its_budget(tmp_path):
     for name, part in (("one", texts[:1500]), ("two", texts[1500:])):
         pq.write_table(pa.table({"id": [f"{name}{i}" for i in range(len(part))], "text": part}),
                        tmp_path / f"{name}.parquet")
-    got = packing.sample_texts([tmp_path / "one.parquet", tmp_path / "two.parquet"], 1_000_000)
+    got = pack_check.sample_texts([tmp_path / "one.parquet", tmp_path / "two.parquet"], 1_000_000)
     # (the last document is cut in characters: a few bytes over, at most)
     assert 990_000 < sum(len(t.encode()) for t in got) < 1_050_000
     assert got[:4] == [texts[0], texts[1500], texts[1], texts[1501]] and len(got) > 128
     # the whole input, when it is smaller than the budget
-    assert len(packing.sample_texts([tmp_path / "two.parquet"], 10 ** 9)) == len(texts) - 1500
+    assert len(pack_check.sample_texts([tmp_path / "two.parquet"], 10 ** 9)) == len(texts) - 1500
 
 
 NUMBA_WATCH = '''

@@ -339,3 +339,26 @@ def test_unbalanced_counts_are_never_committed(tmp_path):
     with pytest.raises(StageError, match="5 documents in != 3 out \\+ 1 removed"):
         run.commit([], {"docs_in": 5, "docs_out": 3, "removed": {"too_short": 1}})
     assert not out.exists()
+
+
+def test_an_algorithms_refusal_becomes_one_line_and_a_library_error_does_not():
+    """algorithms/ raises ValueError for bad input (it imports nothing of pipeline/); the
+    skeleton turns exactly those into the one-line error, which promises no resume (the
+    same input fails the same way). A ValueError raised inside a library an algorithm
+    calls is a bug, and keeps its traceback."""
+    import numpy as np
+
+    from algorithms import loader, packing
+    from pipeline.errors import InputError, refusal
+
+    with pytest.raises(ValueError) as e:
+        loader.bin_path("test")
+    bad = refusal(e.value)
+    assert isinstance(bad, InputError) and isinstance(bad, StageError)
+    assert str(bad) == "split 'test': use one of train, val"
+    with pytest.raises(ValueError) as e:     # numpy's, from inside val_threshold
+        packing.val_threshold(["not", "a hash"], 0.5)
+    assert refusal(e.value) is None
+    with pytest.raises(ValueError) as e:     # not raised in algorithms/
+        np.zeros(2).reshape(3)
+    assert refusal(e.value) is None

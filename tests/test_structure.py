@@ -43,15 +43,52 @@ def test_no_script_imports_another_script():
     assert found == {}
 
 
-def test_algorithms_do_not_import_stage_machinery():
-    """An algorithm module may use pipeline's small helpers (arrays, errors, shards), but
-    not the stage machinery: it runs alone, in a test or a notebook."""
-    machinery = {"pipeline.stage", "pipeline.staging", "pipeline.executors",
-                 "pipeline.local_pool", "pipeline.lock", "pipeline.sweep"}
+# What a module of algorithms/ may import besides the standard library, numpy, pyarrow
+# and algorithms/ itself: the library whose algorithm it wraps, or the compiler of its
+# fast path. Never pipeline/: a learner lifts any of them into a notebook.
+WRAPS = {
+    "jit.py": {"numba", "llvmlite"},               # the kernels' compiler
+    "exact_dedup.py": {"xxhash"}, "exact_dedup_fast.py": {"xxhash"},   # 3.2's digest
+    "ids.py": {"xxhash"},                          # the seeded id hash of 4.7 and 5.7
+    "langid.py": {"fasttext"},                     # 2.2's language ID
+    "quality_signals.py": {"datatrove", "spacy"},  # the rule packs' reference words
+    "packing_fast.py": {"regex"},                  # GPT-2's split pattern's classes
+    "tokenizer_file.py": {"tokenizers", "tiktoken"}, "packing.py": {"tokenizers"},
+    "bpe_trainer.py": {"tokenizers"}, "tokenizer_checks.py": {"tokenizers"},
+}
+
+
+def test_algorithms_import_nothing_of_pipeline_and_only_what_they_wrap():
+    allowed = set(sys.stdlib_module_names) | {"numpy", "pyarrow", "algorithms", "__future__"}
+    found = {}
     for f in sorted((ROOT / "algorithms").glob("*.py")):
-        tree = ast.parse(f.read_text(encoding="utf-8"))
-        mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-        assert not mods & machinery, (f.name, mods & machinery)
+        bad = imported_modules(f) - allowed - WRAPS.get(f.name, set())
+        if bad:
+            found[f.name] = sorted(bad)
+    assert found == {}, found
+
+
+def test_a_learner_runs_an_algorithm_on_a_list_of_strings(tmp_path):
+    """In a fresh interpreter, as in a notebook: the tutorial's functions on plain strings,
+    and nothing of pipeline/ is imported on the way."""
+    code = (
+        "import sys\n"
+        "from algorithms.minhash import shingles, jaccard, near_duplicates, MinHasher\n"
+        "from algorithms.exact_dedup import exact_dedup\n"
+        "from algorithms.cleaning import dup_line_share, longest_char_run, alnum_share\n"
+        "docs = ['the cat sat on the mat ' * 20, 'The  cat sat on the mat ' * 20,"
+        " 'a completely different text about dogs ' * 20]\n"
+        "assert list(exact_dedup(docs)) == [docs[0], docs[2]]\n"
+        "mh = MinHasher(128)\n"
+        "a, b = [int(x) for x in mh.a], [int(x) for x in mh.b]\n"
+        "assert near_duplicates(docs, a, b, 16, 8, 0.8) == [0, 0, 2]\n"
+        "assert jaccard(shingles('abcdef'), shingles('abcdeg')) == 1 / 3\n"
+        "assert dup_line_share('a\\na\\nb') == 1 / 3 and longest_char_run('x' + '=' * 60) == 60\n"
+        "assert alnum_share('机器学习') == 1.0\n"
+        "assert not [m for m in sys.modules if m == 'pipeline' or m.startswith('pipeline.')]\n"
+        "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
 
 
 # each stage script, and the modules that hold the tutorial's algorithm it runs

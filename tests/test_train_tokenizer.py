@@ -18,7 +18,7 @@ import train_tokenizer as tt
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from conftest import SAMPLE, run_script, snapshot
-from pipeline.errors import StageError
+from pipeline import sample_files
 from pipeline.shards import list_shards
 from algorithms.tokenizer_file import EOS_TOKEN, SPECIAL_TOKENS, load_tokenizer, ordinary_tokenizer
 
@@ -71,13 +71,13 @@ def test_compression_keys_verify_reads(trained):
 
 
 def test_heldout_documents_are_not_in_the_training_sample(sample_layout, tmp_path):
-    from pipeline.shards import id_hashes
+    from algorithms.ids import id_hashes
     from pipeline.units import plan_units, read_unit
 
     units = [u.to_dict() for u in plan_units(list_shards(sample_layout / "raw"), task_mb=0.5)]
     assert len(units) > 1
     for rank in range(len(units)):
-        tokenizer_sample.sample_unit(rank, len(units), units, str(tmp_path), 0.05, 0.25, 0, 100_000)
+        tt.sample_unit(rank, len(units), units, str(tmp_path), 0.05, 0.25, 0, 100_000)
     results = [json.loads((tmp_path / "_results" / "sample" / f"{r:05d}.json").read_text())
                for r in range(len(units))]
     total = sum(r["bytes_in"] for r in results)
@@ -104,8 +104,8 @@ def test_sample_does_not_depend_on_how_the_input_is_cut(sample_layout, tmp_path)
     for task_mb, d in ((0.3, tmp_path / "small"), (100, tmp_path / "big")):
         units = [u.to_dict() for u in plan_units(list_shards(sample_layout / "raw"), task_mb)]
         for rank in range(len(units)):
-            tokenizer_sample.sample_unit(rank, len(units), units, str(d), 0.05, 0.3, 3, 100_000)
-        texts.append([t for b in tokenizer_sample.iter_sample(d, len(units)) for t in b])
+            tt.sample_unit(rank, len(units), units, str(d), 0.05, 0.3, 3, 100_000)
+        texts.append([t for b in sample_files.iter_sample(d, len(units)) for t in b])
     assert texts[0] == texts[1] and len(texts[0]) > 100
 
 
@@ -117,12 +117,12 @@ def test_sample_text_written_only_as_far_as_asked(sample_layout, tmp_path):
     units = [u.to_dict() for u in plan_units(list_shards(sample_layout / "raw"), 100)]
     got = {}
     for rows, d in ((None, tmp_path / "all"), (7, tmp_path / "head")):
-        tokenizer_sample.sample_unit(0, len(units), units, str(d), 0.05, 0.3, 3, 100_000,
+        tt.sample_unit(0, len(units), units, str(d), 0.05, 0.3, 3, 100_000,
                                      count_words=True, train_rows=rows)
         res = json.loads((d / "_results" / "sample" / "00000.json").read_text())
-        got[rows] = ([t for b in tokenizer_sample.iter_sample(d, 1) for t in b],
+        got[rows] = ([t for b in sample_files.iter_sample(d, 1) for t in b],
                      {k: v for k, v in res.items() if k != "word_count_cpu_s"},
-                     tokenizer_sample.read_words(d, 1))
+                     sample_files.read_words(d, 1))
     (all_texts, all_res, all_words), (head, head_res, head_words) = got[None], got[7]
     assert len(all_texts) > 100 and head == all_texts[:7]
     assert head_res == all_res and head_res["sample_docs"] == len(all_texts)
@@ -344,13 +344,13 @@ def test_distinct_words_are_the_pretokenizers(sample_layout, tmp_path):
     assert abs((len(h6) << tokenizer_sample.PIECE_SAMPLE_BITS) / len(exact) - 1) < 0.1
     # the tasks' samples unite: words seen by two tasks count once
     staging = tmp_path / "st"
-    (staging / tokenizer_sample.SAMPLE_DIR).mkdir(parents=True)
+    (staging / sample_files.SAMPLE_DIR).mkdir(parents=True)
     half = len(texts) // 2
     for r, part in enumerate((texts[:half + 50], texts[half - 50:])):
-        np.save(staging / tokenizer_sample.SAMPLE_DIR / f"pieces-{r:05d}.npy",
+        np.save(staging / sample_files.SAMPLE_DIR / f"pieces-{r:05d}.npy",
                 np.stack(tokenizer_sample.unite_pieces(
                     [sampled_pieces(*text_buffers(strings(part)), tokenizer_sample.PIECE_SAMPLE_BITS)])))
-    words, nbytes = tokenizer_sample.distinct_words(staging, 2)
+    words, nbytes = sample_files.distinct_words(staging, 2)
     assert words == len(h6) << tokenizer_sample.PIECE_SAMPLE_BITS
     assert nbytes == int(n6.sum()) << tokenizer_sample.PIECE_SAMPLE_BITS
 
@@ -378,14 +378,14 @@ def test_each_check_catches_its_failure():
 
     good = small(SPECIAL_TOKENS)
     assert tokenizer_checks.check_vocab(good, good.get_vocab_size(), 1000)["max_id"] == good.get_vocab_size() - 1
-    with pytest.raises(StageError, match="reached only"):
+    with pytest.raises(ValueError, match="reached only"):
         tokenizer_checks.check_vocab(good, 32000, 1000)
-    with pytest.raises(StageError, match="wrong ids"):
+    with pytest.raises(ValueError, match="wrong ids"):
         tokenizer_checks.check_special_ids(small(SPECIAL_TOKENS[::-1]))
-    with pytest.raises(StageError, match="round trip failed on chinese"):
+    with pytest.raises(ValueError, match="round trip failed on chinese"):
         tokenizer_checks.check_round_trip(ordinary_tokenizer(small(SPECIAL_TOKENS, decoder=False)),
                             {"chinese": "机器学习"})
-    with pytest.raises(StageError, match="forge a boundary"):
+    with pytest.raises(ValueError, match="forge a boundary"):
         tokenizer_checks.check_literal_specials(good, good)  # the full tokenizer matches the literal
     assert tokenizer_checks.check_literal_specials(good, ordinary_tokenizer(good))["explicit_eos_ids"] == [0]
 
@@ -405,7 +405,7 @@ def test_plan_sample_bounds():
 
 
 def test_choose_rows_is_seeded_disjoint_and_by_share():
-    from pipeline.shards import id_hashes
+    from algorithms.ids import id_hashes
 
     ids = [f"doc-{i}" for i in range(10_000)]
     lengths = np.full(len(ids), 100, dtype=np.int64)
@@ -508,8 +508,8 @@ def _sample_long_documents(tmp_path, heldout_share: float, train_share: float, s
     shard = tmp_path / "part-00000.parquet"
     pq.write_table(pa.table({"id": ["a", "b", "c"], "text": LONG}), shard)
     units = [u.to_dict() for u in plan_units([shard])]
-    tokenizer_sample.sample_unit(0, 1, units, str(tmp_path), heldout_share, train_share, 0, 100)
-    got = pq.read_table(tmp_path / tokenizer_sample.SAMPLE_DIR / f"{split}-00000.parquet")
+    tt.sample_unit(0, 1, units, str(tmp_path), heldout_share, train_share, 0, 100)
+    got = pq.read_table(tmp_path / sample_files.SAMPLE_DIR / f"{split}-00000.parquet")
     res = json.loads((tmp_path / "_results" / "sample" / "00000.json").read_text())
     return got.column("text").to_pylist(), res
 
@@ -530,8 +530,8 @@ def test_null_texts_are_counted_and_never_sampled(tmp_path):
     texts = ["first text", None, "third text", None, "fifth"]
     pq.write_table(pa.table({"id": list("abcde"), "text": texts}), shard)
     units = [u.to_dict() for u in plan_units([shard])]
-    tokenizer_sample.sample_unit(0, 1, units, str(tmp_path), 0.0, 1.0, 0, 100)
-    got = pq.read_table(tmp_path / tokenizer_sample.SAMPLE_DIR / "train-00000.parquet")
+    tt.sample_unit(0, 1, units, str(tmp_path), 0.0, 1.0, 0, 100)
+    got = pq.read_table(tmp_path / sample_files.SAMPLE_DIR / "train-00000.parquet")
     assert got.column("text").to_pylist() == ["first text", "third text", "fifth"]
     res = json.loads((tmp_path / "_results" / "sample" / "00000.json").read_text())
     assert (res["docs_in"], res["null_docs"], res["sample_docs"]) == (5, 2, 3)
@@ -615,7 +615,7 @@ def test_heldout_documents_are_cropped_too(tmp_path):
 
 
 def test_a_corpus_wholly_held_out_says_what_to_change(tmp_path):
-    from pipeline.shards import id_hashes
+    from algorithms.ids import id_hashes
 
     # a one-document corpus whose id falls in the held-out share (10% of the hash range)
     seed = next(s for s in range(1000) if id_hashes(["only"], s)[0] < np.uint64(2**64 // 20))
