@@ -96,30 +96,19 @@ def check_spill_files(total_docs: int, budget: int, flag: str) -> None:
 def run(run: Run) -> Output:
     """The three steps, then the report."""
     work = run.staging / WORK
-    check_spill_files(run.total_docs, parse_size(run.args.memory_budget, "--memory-budget"),
-                      run.args.memory_budget)
-    run.parallel("hash", hash_task, units=run.unit_dicts(), staging=str(run.staging),
-                 kernel=use_kernel(run.args))
-    hashed = run.results("hash")
-
-    with run.phase("select"):
-        if (work / "dup.npy").exists() and (work / "kept.npy").exists():   # a resumed run
-            dup, kept = np.load(work / "dup.npy"), np.load(work / "kept.npy")
-            partitions = int(np.load(work / "partitions.npy"))
-        else:
-            files = [work / "hash" / f"{i:05d}.npy" for i in range(len(run.units))]
-            dup, kept, partitions = exact_dedup.select_first(
-                files, run.offsets, parse_size(run.args.memory_budget, "--memory-budget"),
-                work / "spill")
-            save_npy(work / "kept.npy", kept)
-            save_npy(work / "partitions.npy", np.array(partitions))
-            save_npy(work / "dup.npy", dup)  # last: its presence marks the step done
+    if run.args.engine == "reference":   # 3.2's loop as the tutorial writes it, in this process
+        with run.phase("select"):
+            dup, kept, bytes_in = reference_select(run)
+            partitions = 1
+            save_npy(work / "dup.npy", dup)
+    else:
+        dup, kept, bytes_in, partitions = hash_and_select(run)
 
     records = filter_phase(run, "dup.npy", pick=report_picks(dup, kept))
 
     counts = {
         "docs_in": run.total_docs, "docs_out": sum(r["rows"] for r in records),
-        "bytes_in": sum(h["bytes"] for h in hashed),
+        "bytes_in": bytes_in,
         "bytes_out": sum(r["text_bytes"] for r in records),
         "removed": {"exact_duplicate": int(len(dup))},
         "dup_groups": int(len(np.unique(kept))),
@@ -129,6 +118,50 @@ def run(run: Run) -> Output:
     return Output(records, counts, summary=[
         text, f"wrote {run.output}/ ({len(records)} shards), {run.output}/report/ and "
               f"{run.output}/manifest.json"])
+
+
+def reference_select(run: Run) -> tuple[np.ndarray, np.ndarray, int]:
+    """The reference engine: the tutorial's exact_dedup over every text, in corpus order.
+    Returns every duplicate's global index, the index of the copy kept for each, and the
+    input's text bytes."""
+    skipped: list[tuple[int, int]] = []
+    nbytes = 0
+
+    def texts():
+        nonlocal nbytes
+        for u in run.units:
+            for b in read_unit(u, columns=["text"]):
+                nbytes += int(pc.sum(pc.binary_length(b.column(0))).as_py() or 0)
+                yield from b.column(0).to_pylist()
+
+    for _doc in exact_dedup.exact_dedup(texts(), skipped):   # the kept documents, in order
+        pass
+    pairs = np.array(skipped, np.int64).reshape(-1, 2)
+    return pairs[:, 0], pairs[:, 1], nbytes
+
+
+def hash_and_select(run: Run) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The fast engine: steps 1 and 2, the digests in tasks, then the first occurrences by
+    sorting them (spilled to disk in hash partitions beyond --memory-budget). Returns the
+    duplicates, the kept copy of each, the input's text bytes and the partitions."""
+    work = run.staging / WORK
+    budget = parse_size(run.args.memory_budget, "--memory-budget")
+    check_spill_files(run.total_docs, budget, run.args.memory_budget)
+    run.parallel("hash", hash_task, units=run.unit_dicts(), staging=str(run.staging),
+                 kernel=use_kernel(run.args))
+    nbytes = sum(h["bytes"] for h in run.results("hash"))
+    with run.phase("select"):
+        if (work / "dup.npy").exists() and (work / "kept.npy").exists():   # a resumed run
+            dup, kept = np.load(work / "dup.npy"), np.load(work / "kept.npy")
+            partitions = int(np.load(work / "partitions.npy"))
+        else:
+            files = [work / "hash" / f"{i:05d}.npy" for i in range(len(run.units))]
+            dup, kept, partitions = exact_dedup.select_first(files, run.offsets, budget,
+                                                             work / "spill")
+            save_npy(work / "kept.npy", kept)
+            save_npy(work / "partitions.npy", np.array(partitions))
+            save_npy(work / "dup.npy", dup)  # last: its presence marks the step done
+    return dup, kept, nbytes, partitions
 
 
 # --------------------------------------------------------------------------------------
@@ -226,7 +259,10 @@ KERNEL_FROM_BYTES = 64_000_000
 
 def use_kernel(args) -> bool:
     """Whether this run digests with the compiled kernel: from KERNEL_FROM_BYTES of input
-    text on, or when the input's size cannot be read. The digests are the same."""
+    text on, or when the input's size cannot be read (never with --engine reference). The
+    digests are the same."""
+    if args.engine == "reference":
+        return False
     try:
         counts = read_manifest(Path(args.input) / MANIFEST).get("counts") or {}
         text = counts.get("bytes_out", counts.get("text_bytes"))   # clean's; download's
@@ -245,7 +281,7 @@ def load_kernel(args) -> None:
 
 
 STAGE = Stage("dedup_exact", __doc__, run, flags=flags, check=check, config=config, space=space,
-              reads=layout.CLEANED, compiled=use_kernel, prefork=load_kernel)
+              reads=layout.CLEANED, compiled=use_kernel, prefork=load_kernel, engines=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,6 +64,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from algorithms import minhash
+from algorithms.exact_dedup import normalise
 from pipeline import kept_store, layout
 from pipeline.errors import StageError, run_stage
 from pipeline.filter_phase import filter_phase
@@ -90,7 +91,7 @@ BATCH_ROWS = 2048
 
 def signature_task(rank: int, world_size: int, units: list[dict], staging: str,
                    num_perm: int, ngram: int, seed: int, bands: int, band_rows: int,
-                   sig_sources: list, band_sources: list) -> None:
+                   sig_sources: list, band_sources: list, engine: str = "fast") -> None:
     """Task `rank`: the signatures (_work/sig/RANK.npy, rows x k) and band hashes
     (_work/band/RANK.npy, b x rows) of unit `rank`; kept ones are reused when their
     digests check out, and then the unit's text is not read at all."""
@@ -107,11 +108,15 @@ def signature_task(rank: int, world_size: int, units: list[dict], staging: str,
         task_progress().add(unit.rows, nbytes)
     else:
         nbytes, short = compute_signatures(unit, minhash.MinHasher(num_perm, ngram, seed),
-                                           sig_path)
+                                           sig_path, reference=engine == "reference")
         sig = np.load(sig_path, mmap_mode="r")
     band, bpieces, bnotes = load_array(band_sources[rank], unit.rows, axis=1)
     if band is not None:
         save_or_link(band, bpieces, band_path)
+    elif engine == "reference":   # 3.5's band_hash, band by band, document by document
+        rows = np.asarray(sig).tolist()
+        save_npy(band_path, np.array([[minhash.band_hash(r, j, band_rows) for r in rows]
+                                      for j in range(bands)], np.uint64).reshape(bands, -1))
     else:
         save_npy(band_path, minhash.band_hashes(np.asarray(sig), bands, band_rows))
     save_task_result(staging, "signatures", rank, {
@@ -123,16 +128,24 @@ def signature_task(rank: int, world_size: int, units: list[dict], staging: str,
         "band": kept_entry(band_path, unit.shard, unit.row_start, unit.rows)})
 
 
-def compute_signatures(unit: Unit, mh: minhash.MinHasher, sig_path: Path) -> tuple[int, int]:
-    """Sign every document of a unit into sig_path (rows x k uint32), batch by batch.
-    Returns (text bytes, texts shorter than one shingle)."""
+def compute_signatures(unit: Unit, mh: minhash.MinHasher, sig_path: Path,
+                       reference: bool = False) -> tuple[int, int]:
+    """Sign every document of a unit into sig_path (rows x k uint32), batch by batch;
+    reference: with 3.4's signature(), one document at a time. Returns (text bytes,
+    texts shorter than one shingle)."""
     tmp = sig_path.with_name(sig_path.name.replace(".npy", ".tmp.npy"))
     sig = mapped_npy(tmp, np.uint32, (unit.rows, mh.k))   # ENOSPC here, not SIGBUS later
     start = nbytes = short = 0
     prog = task_progress()
     for batch in read_unit(unit, columns=["text"], batch_rows=BATCH_ROWS):
         texts = batch.column(0)
-        s, lens = mh.signatures_of_column(texts)
+        if reference:
+            docs = [t or "" for t in texts.to_pylist()]
+            s = np.array([minhash.signature(t, mh.a, mh.b, mh.n) for t in docs],
+                         np.uint32).reshape(len(docs), mh.k)
+            lens = np.array([len(normalise(t)) for t in docs], np.int64)
+        else:
+            s, lens = mh.signatures_of_column(texts)
         sig[start:start + len(texts)] = s
         start += len(texts)
         b = int(pc.sum(pc.binary_length(texts)).as_py() or 0)
@@ -175,10 +188,15 @@ def run(run: Run) -> Output:
     pairs, band_pairs, matches = candidates(run, candidate_deps(run))  # 3.5
     with run.phase("verify"):                                          # 3.5: compare
         sigs = Signatures(work / "sig", len(run.units), run.offsets)
+        if matches is None and args.engine == "reference":
+            matches = reference_matches(pairs, sigs)
         sims, ok, matches = minhash.verify(pairs, sigs, args.threshold, args.num_perm, matches)
         keep_candidates(work, pairs, matches)
     with run.phase("cluster"):                                         # 3.6: union-find
-        root, removed, kept_of = minhash.clusters(run.total_docs, pairs, ok)
+        if args.engine == "reference":
+            root, removed, kept_of = reference_clusters(run.total_docs, pairs[ok])
+        else:
+            root, removed, kept_of = minhash.clusters(run.total_docs, pairs, ok)
         removed_sims = (minhash.similarity(sigs.get(removed), sigs.get(kept_of))
                         if len(removed) else np.zeros(0))
         save_npy(work / "removed.npy", removed)
@@ -238,7 +256,7 @@ def signature_phase(run, stores: dict) -> list[dict]:
     run.parallel("signatures", signature_task, inline=all(sig_src) and all(band_src),
                  units=run.unit_dicts(), staging=str(run.staging), num_perm=a.num_perm,
                  ngram=a.ngram, seed=a.seed, bands=a.bands, band_rows=a.rows,
-                 sig_sources=sig_src, band_sources=band_src)
+                 sig_sources=sig_src, band_sources=band_src, engine=a.engine)
     return run.results("signatures")
 
 
@@ -254,6 +272,13 @@ def candidates(run, deps: dict) -> tuple[np.ndarray, int, np.ndarray | None]:
     if kept is not None:
         kept = kept.astype(np.int64)
         return np.ascontiguousarray(kept[:, :2]), band_pairs, kept[:, 2].copy()
+    if run.args.engine == "reference":   # 3.5's buckets, band by band, in this process
+        with run.phase("buckets"):
+            sigs = [row for s in range(len(run.units))
+                    for row in np.load(work / "sig" / f"{s:05d}.npy").tolist()]
+            per_band: list[int] = []
+            found = minhash.candidate_pairs(sigs, run.args.bands, run.args.rows, per_band)
+        return (np.array(sorted(found), np.int64).reshape(-1, 2), sum(per_band), None)
     # sorting b arrays of 8 bytes per document: far less than a second per million
     # documents, so a worker pool would cost more than the work below a few million
     run.parallel("buckets", bucket_task, tasks=run.args.bands, sized=False,
@@ -263,6 +288,23 @@ def candidates(run, deps: dict) -> tuple[np.ndarray, int, np.ndarray | None]:
     pairs = minhash.unique_pairs([np.load(work / "pairs" / f"{j:03d}.npy")
                                   for j in range(run.args.bands)], run.total_docs)
     return pairs, band_pairs, None
+
+
+def reference_matches(pairs: np.ndarray, sigs: Signatures) -> np.ndarray:
+    """The reference engine's comparison of every candidate (3.5's agreement)."""
+    rows = [r.tolist() for r in sigs.get(np.unique(pairs))] if len(pairs) else []
+    at = {int(d): i for i, d in enumerate(np.unique(pairs))}
+    return np.array([minhash.agreement(rows[at[x]], rows[at[y]]) for x, y in pairs.tolist()],
+                    np.int64)
+
+
+def reference_clusters(n_docs: int, dups: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                 np.ndarray]:
+    """The reference engine's 3.6: union-find with find(), as minhash.clusters answers:
+    (root of every document, removed documents, the document each was merged into)."""
+    root = np.array(minhash.components(n_docs, dups.tolist()), np.int64)
+    removed = np.nonzero(root != np.arange(n_docs))[0]
+    return root, removed, root[removed]
 
 
 # --------------------------------------------------------------------------------------
@@ -285,9 +327,10 @@ def sweep_run(run: Run) -> int:
         print(line, file=sys.stderr)
     sig_results = signature_phase(sw, stores)
     pairs, band_pairs, matches = candidates(sw, candidate_deps(run))
-    sims, _, matches = minhash.verify(pairs, Signatures(sw.staging / WORK / "sig",
-                                                         len(run.units), run.offsets),
-                                      1.0, args.num_perm, matches)
+    sigs = Signatures(sw.staging / WORK / "sig", len(run.units), run.offsets)
+    if matches is None and args.engine == "reference":
+        matches = reference_matches(pairs, sigs)
+    sims, _, matches = minhash.verify(pairs, sigs, 1.0, args.num_perm, matches)
     keep_candidates(sw.staging / WORK, pairs, matches)
     text, data = sweep(run.total_docs, pairs, sims, thresholds, run.units, run.offsets)
     md = data.pop("markdown")
@@ -374,7 +417,8 @@ def space(run: Run) -> int:
 
 STAGE = Stage("dedup_minhash", __doc__, run, flags=flags, check=check, config=config,
               space=space, sweep=sweep_run, after_commit=after_commit, reads=layout.DEDUP_EXACT,
-              compiled=lambda a: kept_store.nothing_kept(a.output, KIND, ("signatures", "bands")))
+              compiled=lambda a: a.engine == "fast" and kept_store.nothing_kept(
+                  a.output, KIND, ("signatures", "bands")), engines=True)
 
 
 def main(argv: list[str] | None = None) -> int:

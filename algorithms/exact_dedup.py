@@ -1,23 +1,12 @@
 """Exact deduplication (tutorial section 3.2): two documents are the same when their
 normalised texts are; the first occurrence of each is kept.
 
-The tutorial's version, which is the reference here (`exact_dedup` below does exactly
-this, with one change of hash):
+`exact_dedup` below is the tutorial's code (3.2), run by the stage's reference engine,
+with one change: the digest is xxh3-128, not sha256 (16 bytes is as safe from accidental
+collisions at a few billion documents, about 1e-20, and it is ten times faster).
 
-    def exact_dedup(docs):
-        seen = set()
-        for doc in docs:
-            norm = " ".join(doc.split()).lower()     # whitespace runs -> one space, lowercase
-            h = hashlib.sha256(norm.encode("utf-8")).digest()
-            if h in seen:
-                continue
-            seen.add(h)
-            yield doc
-
-Departures, each for scale, none changing which documents are kept:
-- the digest is xxh3-128, not sha256: 16 bytes is as safe from accidental collisions at
-  a few billion documents (about 1e-20), and it is ten times faster; it is kept as two
-  uint64 integers, never as hex;
+The fast engine, for scale, keeps the same documents:
+- a digest is kept as two uint64 integers, never as hex;
 - the set of seen digests becomes a sort (`first_occurrences`): the digests of every
   document, with their positions in corpus order, are sorted stably, and in each run of
   equal digests everything after the first is a duplicate. That needs at most 32 bytes
@@ -47,19 +36,27 @@ def normalise(text: str | None) -> str:
 
 
 def digest(text: str | None) -> bytes:
-    """The 16-byte (128-bit) digest of a document's normalised text."""
+    """The 16-byte (128-bit) digest of a document's normalised text (3.2: sha256)."""
     return xxhash.xxh3_128_digest(normalise(text).encode("utf-8"))
 
 
-def exact_dedup(docs: Iterable[str]) -> Iterator[str]:
-    """Section 3.2's exact_dedup, with this module's digest: the documents whose
-    normalised text was not seen before, in order. The reference the stage agrees with."""
-    seen = set()
-    for doc in docs:
-        h = digest(doc)
+def exact_dedup(docs: Iterable[str | None], skipped: list | None = None) -> Iterator[str | None]:
+    """Section 3.2's exact_dedup: the documents whose normalised text was not seen before,
+    in order. The stage's reference engine runs it over the whole corpus.
+
+    skipped: if given, (position of each document skipped, position of the first copy,
+    which was kept) is appended to it, for the report; so the digests seen are kept with
+    the position of their first copy (a dict, where the tutorial keeps a set). A null
+    document is an empty one."""
+    seen: dict[bytes, int] = {}
+    for i, doc in enumerate(docs):
+        norm = " ".join((doc or "").split()).lower()   # normalise first: one more space
+        h = xxhash.xxh3_128_digest(norm.encode("utf-8"))   # is the same page (3.2: sha256)
         if h in seen:
+            if skipped is not None:
+                skipped.append((i, seen[h]))
             continue
-        seen.add(h)
+        seen[h] = i
         yield doc
 
 

@@ -67,11 +67,15 @@ def shingle_hash(s: str) -> int:
     return fmix64(h ^ len(s)) >> 32
 
 
-def signature(text: str, a: list[int], b: list[int], n: int = 5) -> list[int]:
+def signature(text: str, a, b, n: int = 5) -> list[int]:
     """3.4: for each hash function h_i(x) = ((a_i * x + b_i) mod 2^64) >> 32, the smallest
-    value over the text's shingle hashes. len(a) = k values, whatever the text's length."""
-    hashes = {shingle_hash(s) for s in shingles(normalise(text), n)}
-    return [min((((ai * x + bi) & MASK64) >> 32) for x in hashes) for ai, bi in zip(a, b)]
+    value over the text's shingle hashes: k = len(a) values, whatever the text's length.
+    The k functions run at once, as numpy arrays (uint64 arithmetic wraps mod 2^64)."""
+    hashes = np.array(sorted({shingle_hash(s) for s in shingles(normalise(text), n)}),
+                      dtype=np.uint64)
+    a = np.asarray(a, dtype=np.uint64)[:, None]
+    b = np.asarray(b, dtype=np.uint64)[:, None]
+    return (((a * hashes[None, :] + b) >> np.uint64(32)).min(axis=1)).tolist()
 
 
 def band_hash(sig: list[int], j: int, r: int) -> int:
@@ -82,16 +86,37 @@ def band_hash(sig: list[int], j: int, r: int) -> int:
     return h
 
 
-def candidate_pairs(sigs: list[list[int]], b: int, r: int) -> set[tuple[int, int]]:
-    """3.5: documents that share a bucket in any band: every pair of each bucket."""
+def candidate_pairs(sigs: list[list[int]], b: int, r: int,
+                    per_band: list[int] | None = None) -> set[tuple[int, int]]:
+    """3.5: documents that share a bucket in any band become candidate pairs (x < y).
+
+    A bucket of more than ALL_PAIRS_MAX documents (a templated page, say) yields each of
+    its documents paired with the bucket's first and with the one before it, not all
+    n^2/2 pairs: its copies still join one cluster. per_band: if given, each band's
+    number of pairs is appended to it (a pair found in two bands counts twice)."""
     pairs = set()
     for j in range(b):
         buckets: dict[int, list[int]] = {}
         for d, sig in enumerate(sigs):
             buckets.setdefault(band_hash(sig, j, r), []).append(d)
+        found = 0
         for docs in buckets.values():
-            pairs |= {(x, y) for i, x in enumerate(docs) for y in docs[i + 1:]}
+            if len(docs) <= ALL_PAIRS_MAX:
+                band = [(x, y) for i, x in enumerate(docs) for y in docs[i + 1:]]
+            else:
+                band = [(docs[0], y) for y in docs[1:]] + \
+                       [(x, y) for x, y in zip(docs[1:], docs[2:])]
+            found += len(band)
+            pairs |= set(band)
+        if per_band is not None:
+            per_band.append(found)
     return pairs
+
+
+def agreement(sig_x: list[int], sig_y: list[int]) -> int:
+    """3.5's comparison of a candidate: at how many of the k positions its two signatures
+    agree (the estimate of their Jaccard similarity is that over k)."""
+    return sum(p == q for p, q in zip(sig_x, sig_y))
 
 
 def find(parent: list[int], x: int) -> int:
@@ -101,21 +126,25 @@ def find(parent: list[int], x: int) -> int:
     return x
 
 
-def near_duplicates(texts: list[str], a: list[int], b: list[int], bands: int, rows: int,
+def components(n_docs: int, pairs) -> list[int]:
+    """3.6: union-find over the duplicate pairs; each document's root is the smallest
+    index of its cluster, so each cluster keeps its first document in corpus order."""
+    parent = list(range(n_docs))
+    for x, y in pairs:
+        rx, ry = find(parent, x), find(parent, y)
+        parent[max(rx, ry)] = min(rx, ry)
+    return [find(parent, d) for d in range(n_docs)]
+
+
+def near_duplicates(texts: list[str], a, b, bands: int, rows: int,
                     threshold: float, n: int = 5) -> list[int]:
     """3.4-3.6 end to end: for each document, the document its cluster keeps (itself when
     it is kept). A candidate is a duplicate when its signatures agree on at least
-    `threshold` of the k positions; clusters are joined by union-find with the smallest
-    index as the root, so each keeps its first document in corpus order. (The stage
-    differs only for a bucket of more than ALL_PAIRS_MAX documents: see bucket_pairs.)"""
+    `threshold` of the k positions."""
     sigs = [signature(t, a, b, n) for t in texts]
-    parent = list(range(len(texts)))
-    for x, y in sorted(candidate_pairs(sigs, bands, rows)):
-        agree = sum(p == q for p, q in zip(sigs[x], sigs[y])) / len(a)
-        if agree >= threshold - 1e-12:
-            rx, ry = find(parent, x), find(parent, y)
-            parent[max(rx, ry)] = min(rx, ry)
-    return [find(parent, d) for d in range(len(texts))]
+    dups = [(x, y) for x, y in sorted(candidate_pairs(sigs, bands, rows))
+            if agreement(sigs[x], sigs[y]) / len(a) >= threshold - 1e-12]
+    return components(len(texts), dups)
 
 
 # --------------------------------------------------------------------------------------

@@ -53,6 +53,9 @@ from .task_results import load_task_results
 from .units import Unit, describe, plan_units, unit_offsets
 
 
+ENGINES = ("fast", "reference")
+
+
 @dataclass
 class Output:
     """What a stage's run wrote into its staging folder, for the manifest and the user.
@@ -180,8 +183,12 @@ class Stage:
                  after_commit: Callable | None = None,
                  compiled: bool | Callable[[argparse.Namespace], bool] = False,
                  prefork: Callable | None = None,
-                 several_tasks: Callable[[argparse.Namespace], bool] | None = None):
+                 several_tasks: Callable[[argparse.Namespace], bool] | None = None,
+                 engines: bool = False):
         self.name, self.doc, self.run_fn = name, doc, run
+        # engines: the stage runs either the compiled fast path or the tutorial's readable
+        # code (--engine reference), which writes the same bytes (ENGINES)
+        self.engines = engines
         self.script = layout.STAGES[name][0]
         self.flags_fn, self.check_fn, self.config_fn = flags, check, config
         self.space_fn, self.sweep_fn = space, sweep
@@ -219,6 +226,11 @@ class Stage:
         p.add_argument("--output", default=str(self.writes),
                        help=self.output_help or f"default: {self.writes}")
         try:
+            if self.engines:
+                p.add_argument("--engine", choices=ENGINES, default="fast",
+                               help="fast (default): the compiled path; reference: the "
+                                    "tutorial's code as readable Python (algorithms/), much "
+                                    "slower, the same bytes; to step through with a debugger")
             if self.flags_fn:   # argv: a stage whose flags depend on one of them (clean's --rules)
                 self.flags_fn(p, argv)
             if self.reuse_current:
@@ -380,8 +392,11 @@ class Stage:
             raise StageError(f"{e} (the work done so far is kept in {staged.staging}: a "
                              "rerun with the same input and settings resumes from it, any "
                              f"other run into {args.output} replaces it)") from None
+        extra = dict(out.extra or {})
+        if self.engines:   # what ran; never in the config: both engines write the same bytes
+            extra["engine"] = args.engine
         try:
-            staged.commit(files=out.files, counts=out.counts, extra=out.extra,
+            staged.commit(files=out.files, counts=out.counts, extra=extra or None,
                           report_dir=out.report_dir)
         except BaseException:
             for tmp in out.outside:
