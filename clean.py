@@ -71,7 +71,7 @@ import numpy as np
 import pyarrow as pa
 
 from algorithms import cleaning
-from algorithms.cleaning import Decider, LidCalls, Recipe, Signals
+from algorithms.cleaning import Decider, LidCalls, Recipe, ReferenceDecider, Signals
 from algorithms.langid import LazyLid, check_lid, default_lid_model, load_lid
 from pipeline import kept_store, layout
 from algorithms.arrays import from_numpy, strings
@@ -109,7 +109,8 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
                recipes: list[dict], main: int | None, report_all: bool, examples: int,
                sources: list[list[list[dict]]], signals_dir: str | None,
                pairs: list[list[int]], input_fingerprint: str | None = None,
-               previous: dict | None = None, export: bool = False) -> None:
+               previous: dict | None = None, export: bool = False,
+               engine: str = "fast") -> None:
     """Task `rank`: judge unit `rank` under every recipe of `recipes`.
 
     main: the index of the recipe whose survivors are written to <staging>/<unit>.parquet
@@ -129,7 +130,10 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
     unit = Unit(**units[rank])
     recs = [Recipe.from_spec(r) for r in recipes]
     measured = recs[0].signals()
-    model = LazyLid(lid_model)
+    reference = engine == "reference"   # is_clean, one document at a time, and fastText's own
+    model = LazyLid(lid_model, reference=reference)
+    measure = Signals.measure_reference if reference else Signals.measure
+    decider = ReferenceDecider if reference else Decider
     kept, notes, kept_from = load_kept(sources[rank], unit.rows, measured)
     kept_calls = kept.lid_calls() if kept is not None else 0
     # rules whose signal is not kept (added since, or edited): measured, and only they
@@ -154,12 +158,12 @@ def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_
         n = batch.num_rows
         shown = Examples(batch, text, writer is not None, unit.index, start)
         # 2.2: each rule's number for every document (what is kept is read back)
-        sig = kept.slice(start, n) if kept is not None else Signals.measure(measured, text())
+        sig = kept.slice(start, n) if kept is not None else measure(measured, text())
         if kept is not None and missing:
-            sig.add(Signals.measure(missing, text()))
+            sig.add(measure(missing, text()))
         lid = LidCalls(model, sig, shown.text_of, recs[0].lid_chars, text)
         # 2.3: the first rule that removes each document, counted under it
-        deciders = [Decider(r, sig, lid) for r in recs]
+        deciders = [decider(r, sig, lid) for r in recs]
         codes = [d.outcomes() for d in deciders]
         for d, code, tally in zip(deciders, codes, tallies):
             tally.count(d, code, sig, examples, shown)
@@ -259,7 +263,7 @@ def run(run: Run) -> Output:
                  signals_dir=str(signals_dir) if signals_dir else None, pairs=[],
                  input_fingerprint=run.input_fingerprint,
                  previous=previous_files(out, run.input_fingerprint),
-                 export=bool(args.export_signals))
+                 export=bool(args.export_signals), engine=args.engine)
     results = run.results("clean")
     kept_summary = None
     if signals_dir:
@@ -354,7 +358,7 @@ def sweep_run(run: Run) -> int:
     sw.parallel("sweep", clean_unit, units=run.unit_dicts(), staging=str(sw.staging),
                 lid_model=str(lid_path(args)), recipes=[c.spec() for c in configs],
                 main=None, report_all=False, examples=args.examples, sources=sources,
-                signals_dir=str(signals_dir), pairs=pairs)
+                signals_dir=str(signals_dir), pairs=pairs, engine=args.engine)
     results = sw.results("clean")
     kept = kept_store.write_index(signals_dir, signal_deps(run, base),
                                   [r["signals"] for r in results])
@@ -501,7 +505,8 @@ def load_lid_once(args) -> None:
     documents' languages, the language-ID model is built and its kernel loaded here, once,
     so that the workers inherit it instead of each building it (0.37 s of CPU a worker).
     A rerun that reads kept language-ID calls still never loads it."""
-    if not kept_store.nothing_kept(args.output, "signals", ("signals",)):
+    if args.engine == "reference" or not kept_store.nothing_kept(args.output, "signals",
+                                                                   ("signals",)):
         return
     recipe = recipe_of(args)
     if any(recipe.needs_language(r) for r in recipe.rules):
@@ -510,8 +515,9 @@ def load_lid_once(args) -> None:
 
 STAGE = Stage("clean", __doc__, run, flags=flags, check=check, config=config, space=space,
               sweep=sweep_run, after_commit=after_commit, reads=layout.RAW,
-              compiled=lambda a: kept_store.nothing_kept(a.output, "signals", ("signals",)),
-              prefork=load_lid_once)
+              compiled=lambda a: a.engine == "fast" and kept_store.nothing_kept(
+                  a.output, "signals", ("signals",)),
+              prefork=load_lid_once, engines=True)
 
 
 def main(argv: list[str] | None = None) -> int:

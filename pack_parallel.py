@@ -178,8 +178,8 @@ def run(run: Run) -> Output:
     with run.phase("split"):
         threshold, n_docs, n_val = val_split(run.shards, args.val_ratio, args.seed)
     kind, enc_info = fast_or_hf(args)
-    check = identity_check(args, run.shards) if kind != "hf" else None
-    if kind != "hf":   # what the check compared (nothing with --check-bytes 0)
+    check = identity_check(args, run.shards) if kind in packing.FAST_ENCODERS else None
+    if kind in packing.FAST_ENCODERS:   # what the check compared (nothing with --check-bytes 0)
         enc_info.update(checked_docs=0, checked_bytes=0, check_seconds=0.0)
     if check is not None:   # the fast encoder against HF on the sample, before any task
         with run.phase("identity_check"):
@@ -232,6 +232,8 @@ def fast_or_hf(args) -> tuple[str, dict]:
     used is an error instead). The encoder is built here and kept (packing.get_encoder):
     a task run in this process, or forked from it, uses it as it is."""
     info = {"requested": args.encoder}
+    if args.engine == "reference":   # 5.5's encode_shard: HF's encode, document by document
+        return "reference", info
     if args.encoder == "hf":
         return "hf", info
     kind = "numba" if args.encoder == "auto" else args.encoder
@@ -289,7 +291,7 @@ def build_encoders(args):
     if _SWITCH:
         sys.setswitchinterval(_SWITCH.pop())
     kind = "numba" if args.encoder == "auto" else args.encoder
-    if kind == "hf":
+    if kind == "hf" or args.engine == "reference":
         return None
     shards = stage_shards(args.input)
     check = SampleCheck(shards, args.check_bytes, args.tokenizer) \
@@ -417,6 +419,9 @@ def check(a) -> None:
         raise StageError(f"--batch-rows {a.batch_rows}: must be at most 2**63-1")
     if a.check_bytes < 0:
         raise StageError(f"--check-bytes {a.check_bytes}: must be 0 (no identity check) or more")
+    if a.engine == "reference" and a.encoder != "auto":
+        raise StageError(f"--encoder {a.encoder} chooses the fast engine's encoder; --engine "
+                         "reference encodes with HF tokenizers, a document at a time (5.5)")
     # train.bin goes beside the stages' folders, never into one: that stage's next run
     # replaces its folder whole, and train.bin with it
     other = Path(a.output) / MANIFEST
@@ -452,7 +457,8 @@ STAGE = Stage("pack_parallel", __doc__, run, flags=flags, check=check, config=co
               space=space, reads=layout.DEDUP, writes=layout.DATA,
               output_help="folder for train.bin, val.bin, pack_manifest.json (default: data)",
               reuse_current=True, files_into=True, manifest_name=MANIFEST_NAME,
-              extra_inputs=extra_inputs, compiled=True, prefork=build_encoders,
+              extra_inputs=extra_inputs, compiled=lambda a: a.engine == "fast",
+              prefork=build_encoders, engines=True,
               current_note=lambda run: f"its report: {Path(run.args.output) / REPORT_DIR}/")
 
 

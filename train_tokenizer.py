@@ -15,7 +15,7 @@ Training (4.7 steps 3 and 4) runs HF tokenizers' BpeTrainer's algorithm compiled
 words as they draw it (on every core, or every node of a cluster), then BpeTrainer's
 merge loop runs on them, ties broken as BpeTrainer breaks them, so tokenizer.json is
 byte for byte the one BpeTrainer writes (tested), 3.7 to 10 times faster.
-`--trainer hf` runs BpeTrainer itself, as 4.7 does, for a reader comparing the two.
+`--engine reference` runs BpeTrainer itself, as 4.7 does, fed by corpus_iter (4.7 step 2).
 
 The training sample (4.7 step 2):
 - --sample-ratio (0.05) of the corpus's text bytes, raised to --min-bytes (1 GB, or
@@ -26,7 +26,7 @@ The training sample (4.7 step 2):
   integers (HF tokenizers issue 2058): a pair seen more than 2,147,483,647 times wraps
   negative and is silently dropped. A sample of fewer than
   2^31 bytes holds fewer than 2^31 adjacent byte pairs, so no count can wrap; a sample
-  drawn above that (a --max-bytes at the limit) stops --trainer hf before training.
+  drawn above that (a --max-bytes at the limit) stops --engine reference before training.
 - drawn evenly: a document is in the sample when a seeded hash of its id falls in the
   sample's share of the hash range (the held-out share comes first), so every part of
   the corpus gives the same share of its bytes, and the choice depends neither on
@@ -104,7 +104,7 @@ from pipeline.errors import StageError, run_stage
 from pipeline.manifest import MANIFEST, read_manifest, write_json
 from pipeline.progress import available_memory, peak_rss_mb, task_progress
 from pipeline.sample_files import (UnitSample, distinct_words, iter_sample, read_heldout,
-                                   read_words)
+                                   read_words, sample_paths)
 from pipeline.shards import file_record, read_table
 from pipeline.stage import Output, Run, Stage
 from pipeline.task_results import save_task_result
@@ -155,10 +155,10 @@ def run(run: Run) -> Output:
     run.parallel("sample", sample_unit, units=run.unit_dicts(), staging=str(run.staging),
                  heldout_share=heldout_target / total, train_share=sample_target / total,
                  seed=args.seed, max_doc_chars=args.max_doc_chars,
-                 count_words=args.trainer == "fast",
+                 count_words=args.engine == "fast",
                  # BpeTrainer reads the sample's texts; the compiled trainer its words,
                  # and the checks (4.7 step 5) only the first texts
-                 train_rows=None if args.trainer == "hf" or args.compare_hf
+                 train_rows=None if args.engine == "reference" or args.compare_hf
                  else tokenizer_checks.REAL_DOCS_CHECKED)
     tasks = len(run.units)
     results = run.results("sample")
@@ -180,7 +180,7 @@ def run(run: Run) -> Output:
                          f"{sample_target:,} of the corpus's {total:,} text bytes drew none "
                          f"(--sample-ratio {args.sample_ratio}, --min-bytes {args.min_bytes:,}, "
                          f"--max-bytes {args.max_bytes:,}); raise --max-bytes or --min-bytes")
-    if args.trainer == "hf" and s["sample_bytes"] > PAIR_COUNT_LIMIT:
+    if args.engine == "reference" and s["sample_bytes"] > PAIR_COUNT_LIMIT:
         raise StageError(f"the sample drawn is {s['sample_bytes']:,} bytes, above "
                          f"{PAIR_COUNT_LIMIT:,}: BpeTrainer's 32-bit pair counts could wrap "
                          "(tokenizers issue 2058); lower --max-bytes by a few percent")
@@ -191,11 +191,12 @@ def run(run: Run) -> Output:
 
     with run.phase("train"):                                   # 4.7 steps 3 and 4
         t = time.time()
-        if args.trainer == "fast":   # the words, counted by the sample's tasks
+        if args.engine == "fast":   # the words, counted by the sample's tasks
             tok = bpe_trainer.train_words(read_words(run.staging, tasks),
                                           args.vocab_size, args.min_frequency, SPECIAL_TOKENS)
-        else:
-            tok = bpe_trainer.train_hf(iter_sample(run.staging, tasks),
+        else:   # 4.7 as written: BpeTrainer, fed the sample by corpus_iter
+            tok = bpe_trainer.train_hf(tokenizer_sample.corpus_iter(sample_paths(run.staging,
+                                                                                 tasks)),
                                        args.vocab_size, args.min_frequency, SPECIAL_TOKENS,
                                        args.workers)
         train_secs = time.time() - t
@@ -218,7 +219,7 @@ def run(run: Run) -> Output:
     rows = stats_rows(s, verification, comp)
     rate = s["sample_bytes"] / 1e6 / max(train_secs, 1e-9)
     rows.append(["training time", f"{train_secs:.1f} s ({rate:.2f} MB/s, {args.workers} threads, "
-                                  f"trainer {args.trainer})"])
+                                  f"engine {args.engine})"])
     rows.append(["trainer memory (expected / peak)",
                  f"{human_bytes(need)} / {human_bytes(peak_mb * 2**20)}"])
     rows.append(["tokens that differ from BpeTrainer's vocabulary", differ_text(args, hf_diff)])
@@ -234,7 +235,7 @@ def run(run: Run) -> Output:
     save_report(run.staging / "report", "train_tokenizer_stats",
                 {"counts": counts, "sample": sample, "verification": verification,
                  "compression": comp, "train_seconds": round(train_secs, 3),
-                 "trainer": args.trainer, "bpetrainer": bpetrainer},
+                 "engine": args.engine, "bpetrainer": bpetrainer},
                 "# train_tokenizer\n\n" + markdown_table(["train_tokenizer", "value"], rows))
     # the held-out text is listed too: compare_tokenizers.py and verify.py read it, so an
     # output without it (or with it damaged) is not current
@@ -261,8 +262,8 @@ def compare_with_bpetrainer(run: Run, tok, tasks: int) -> int:
 
 def bpetrainer_difference(args, measured: int | None) -> dict:
     """How this tokenizer's vocabulary relates to BpeTrainer's on the same sample."""
-    if args.trainer == "hf":
-        return {"differ": 0, "how": "trained by BpeTrainer itself (--trainer hf)"}
+    if args.engine == "reference":
+        return {"differ": 0, "how": "trained by BpeTrainer itself (--engine reference)"}
     if measured is not None:
         return {"differ": measured, "how": "measured: BpeTrainer trained on the same sample "
                                            "(--compare-hf)"}
@@ -298,7 +299,8 @@ def check_memory(s: dict, budget: int | None, args) -> int:
     line) when it is above budget, naming the --max-bytes that would fit. Returns it."""
     from algorithms.bpe_trainer import bytes_that_fit, trainer_memory_estimate
 
-    base, need = trainer_memory_estimate(args.trainer, s["distinct_words"],
+    base, need = trainer_memory_estimate("fast" if args.engine == "fast" else "hf",
+                                         s["distinct_words"],
                                          s["distinct_word_bytes"], s["sample_bytes"])
     where = (f"--memory-budget {human_bytes(budget)}" if args.memory_budget != "auto"
              else f"{human_bytes(budget)} available" if budget else "available memory unknown")
@@ -382,10 +384,6 @@ def flags(p, argv) -> None:
                    help="stop before training when the trainer is expected to need more "
                         "memory than this, e.g. 16GB (default auto: the memory available "
                         "now). Never changes the output")
-    p.add_argument("--trainer", choices=["fast", "hf"], default="fast",
-                   help="fast (default): BpeTrainer's algorithm compiled "
-                        "(algorithms/bpe_trainer.py), the same tokenizer.json several times "
-                        "faster; hf: HF tokenizers' BpeTrainer, as in 4.7")
     p.add_argument("--compare-hf", action="store_true",
                    help="also train BpeTrainer on the same sample and record how many tokens "
                         "of the two vocabularies differ (costs BpeTrainer's time)")
@@ -446,7 +444,6 @@ def config(run: Run) -> dict:
             "max_bytes": a.max_bytes, "max_doc_chars": a.max_doc_chars,
             "heldout_bytes": a.heldout_bytes, "seed": a.seed,
             "special_tokens": SPECIAL_TOKENS, "tokenizers": version("tokenizers"),
-            "trainer": a.trainer,
             # --compare-hf adds BpeTrainer's difference to the output (and needs the
             # sample's texts): a run with it is not the run without it
             **({"compare_hf": True} if a.compare_hf else {})}
@@ -459,7 +456,7 @@ def space(run: Run) -> int:
 
 
 STAGE = Stage("train_tokenizer", __doc__, run, flags=flags, check=check, config=config,
-              space=space, reads=layout.DEDUP, reuse_current=True, compiled=True,
+              space=space, reads=layout.DEDUP, reuse_current=True, compiled=True, engines=True,
               current_note=lambda run: f"its report: {run.output}/report/train_tokenizer_stats.md")
 
 

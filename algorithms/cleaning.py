@@ -1,26 +1,17 @@
 """Cleaning (tutorial section 2): rules that each measure one number per document and
 remove it past a threshold, counted rule by rule.
 
-The tutorial's `is_clean` (2.3), which this module follows, with one deliberate change
-(dup_lines counts non-blank lines; `text.split("\\n")` with blank lines in counts the
-empty lines between paragraphs as duplicates, and removed 372 of 497 Python
-documentation pages in our measurement):
-
-    def is_clean(text):
-        if len(text) < 200:                               -> too_short
-        lines = text.split("\\n")
-        if 1 - len(set(lines)) / len(lines) > 0.30:       -> dup_lines
-        if re.search(r"(.)\\1{50,}", text):                -> char_repeat
-        if sum(c.isalnum() for c in text) / len(text) < 0.50:   -> low_alnum
-        (language ID: confidence < 0.8, or not a wanted language)  -> lang
-
-Part 1 below is that, in plain Python. Part 2 declares each rule once -- its name, what
-it measures, its default threshold and direction, its flag, its histogram and the
-languages it applies to -- and everything else (the flags, the first-rule accounting,
-the kept signals, sweeps, the report) is derived from the declaration. Part 3 decides,
-from the measured signals alone, which rule removes each document; it is what the stage
-runs, on whole batches, with the signals measured in compiled code
-(algorithms/cleaning_fast.py gives exactly part 1's numbers, tested).
+Part 1 is the tutorial's is_clean (2.3) and its rules' numbers, in plain Python, one
+document at a time: what `clean.py --engine reference` runs. One deliberate change:
+dup_lines counts non-blank lines (`text.split("\n")` with blank lines in counts the empty
+lines between paragraphs as duplicates, and removed 372 of 497 Python documentation
+pages in our measurement). Part 2 declares each rule once -- its name, what it measures,
+its default threshold and direction, its flag, its histogram and the languages it
+applies to -- and everything else (the flags, the first-rule accounting, the kept
+signals, sweeps, the report) is derived from the declaration. Part 3 gives the same
+answers for a whole batch at once: every signal measured in one compiled pass
+(algorithms/cleaning_fast.py) and the decisions in numpy (`Decider`), which is what the
+fast engine runs; `ReferenceDecider` asks is_clean instead, document by document.
 """
 
 from __future__ import annotations
@@ -31,6 +22,7 @@ import inspect
 import math
 import re
 import sys
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -42,76 +34,101 @@ import pyarrow.compute as pc
 from .arrays import from_numpy, strings, to_numpy
 
 # --------------------------------------------------------------------------------------
-# Part 1: the tutorial's rules in plain Python, one number each.
+# Part 1: the tutorial's is_clean (2.3), and its rules' numbers in plain Python.
 # --------------------------------------------------------------------------------------
+
+stats = Counter()   # 2.3: every rule's removals, counted
+
+
+def is_clean(text: str, recipe: "Recipe | None" = None, language=None,
+             counts: Counter | None = None, values: dict | None = None) -> bool:
+    """2.3's is_clean: the rules in order; the first that removes the document is counted
+    under its name and the document is dropped (False); a document no rule removes is
+    counted as "kept" (True). Which document a rule removes is known only from the counts:
+    that is the point of 2.3.
+
+    recipe: the rules and their thresholds (default: the tutorial's five, 2.2's table).
+    language: a function giving the document's (language, confidence), fastText's
+        (algorithms/langid.py), called only if a rule needs the language.
+    counts: where the removals are counted (default: this module's `stats`, as in 2.3).
+    values: every rule's number, when measured already (the stage measures them all
+        first, to keep them for sweeps and reruns); else each is measured here."""
+    recipe = Recipe() if recipe is None else recipe
+    counts = stats if counts is None else counts
+    lang = conf = None
+    for rule in recipe.rules:
+        if lang is None and recipe.needs_language(rule):
+            lang, conf = language()
+        value = None if isinstance(rule, LanguageRule) else (
+            values[rule.signal] if values is not None else measure_one(rule, text))
+        if rule_removes(rule, recipe, value, lang, conf):
+            counts[rule.name] += 1
+            return False
+    counts["kept"] += 1
+    return True
+
+
+def chars(text: str) -> int:
+    """too_short's number: the length in characters."""
+    return len(text)
 
 
 def dup_line_share(text: str) -> float:
-    """Share of non-blank lines that repeat an earlier line (after stripping spaces).
-
-    Blank lines are left out on purpose: prose separates paragraphs with them, and
-    counting them turns every third paragraph break into a "duplicate line".
-    """
+    """dup_lines's number: the share of non-blank lines that repeat an earlier line (after
+    stripping spaces). Blank lines are left out on purpose: prose separates paragraphs
+    with them, and counting them turns every third paragraph break into a "duplicate"."""
     lines = [s for s in map(str.strip, text.split("\n")) if s]
     if not lines:
         return 0.0
     return 1.0 - len(set(lines)) / len(lines)
 
 
-def codepoints(text: str) -> np.ndarray:
-    """The text as an array of Unicode code points (one C-speed pass, no Python loop)."""
-    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-
-
-def longest_run_cp(cps: np.ndarray) -> int:
-    """Length of the longest run of one repeated code point, newlines ("\\n") aside."""
-    if cps.size == 0:
-        return 0
-    breaks = np.flatnonzero(cps[1:] != cps[:-1])  # a run ends at each break
-    ends = np.concatenate(([-1], breaks, [cps.size - 1]))
-    lengths = np.diff(ends)
-    lengths[cps[ends[1:]] == 10] = 0              # a run of blank lines
-    return int(lengths.max())
-
-
 def longest_char_run(text: str) -> int:
-    """Longest run of one character, e.g. 80 for a line of 80 '='.
-
-    The tutorial's `re.search(r"(.)\\1{50,}", text)` finds a run longer than 50; the
-    length itself is more useful in the report, and numpy finds it faster than the regex.
-    Like the regex's `.`, a run of newlines does not count (blank lines are not a
-    repeated character); every other character does, spaces included.
-    """
-    return longest_run_cp(codepoints(text))
-
-
-_ALNUM: np.ndarray | None = None
-
-
-def alnum_table() -> np.ndarray:
-    """str.isalnum() for every code point, built once per process (1.1 MB, ~0.1 s).
-
-    isalnum() is true for Chinese characters, which is what keeps a Chinese corpus alive;
-    `c.isascii() and c.isalnum()` would be 0 for all of them (the trap of 2.3).
-    """
-    global _ALNUM
-    if _ALNUM is None:
-        from .unicode_cache import cached_table
-
-        _ALNUM = cached_table("isalnum", lambda: np.fromiter(
-            (chr(i).isalnum() for i in range(0x110000)), dtype=np.bool_, count=0x110000))
-    return _ALNUM
-
-
-def alnum_share_cp(cps: np.ndarray) -> float:
-    if cps.size == 0:
-        return 0.0
-    return float(np.count_nonzero(alnum_table()[cps])) / cps.size
+    """char_repeat's number: the longest run of one character, e.g. 80 for a line of 80
+    '='. 2.3's `re.search(r"(.)\1{50,}", text)` finds a run longer than 50; the length
+    itself is more useful in the report. Like the regex's `.`, a run of newlines does not
+    count (blank lines are not a repeated character); every other character does."""
+    longest = run = 0
+    prev = None
+    for c in text:
+        run = run + 1 if c == prev else 1
+        prev = c
+        if c != "\n" and run > longest:
+            longest = run
+    return longest
 
 
 def alnum_share(text: str) -> float:
-    """Share of characters that are letters or digits in any script (str.isalnum)."""
-    return alnum_share_cp(codepoints(text))
+    """low_alnum's number: the share of characters that are letters or digits in any
+    script. str.isalnum() is true for Chinese characters, which is what keeps a Chinese
+    corpus alive; `c.isascii() and c.isalnum()` would be 0 for all of them (2.3's trap)."""
+    if not text:
+        return 0.0
+    return sum(c.isalnum() for c in text) / len(text)
+
+
+def rule_removes(rule: "Rule", recipe: "Recipe", value, lang: str | None,
+                 conf: float | None) -> bool:
+    """Does `rule` remove a document whose number is `value`, of language `lang` (decided
+    with confidence `conf`; None when no rule needed it)?"""
+    if isinstance(rule, LanguageRule):   # 2.2: confident enough, and a wanted language
+        return not (lang in recipe.languages and conf >= recipe.min_conf(lang))
+    if rule.languages is not None and lang not in rule.languages:
+        return False                     # a rule for other languages never removes it
+    t = recipe.threshold(rule)
+    if isinstance(t, dict):              # per language, "*" for the others
+        t = t.get(lang, t.get("*", rule.threshold))
+    return value < t if rule.removes == "below" else value > t
+
+
+def measure_one(rule: "Rule", text: str):
+    """A rule's number for one document, by its readable definition: the reference of
+    its Pass (a whole pack's numbers at once, like the compiled pass), or its own
+    function on a batch of one (a rule of your own)."""
+    m = rule.measure
+    if isinstance(m, Measure) and m.source.reference is not None:
+        return m.source.reference(text)[m.key]
+    return _user_values(rule, m, strings([text]))[0]
 
 
 # --------------------------------------------------------------------------------------
@@ -126,11 +143,16 @@ class Pass:
     shared: (fn_many, name) for passes that are cheaper together: the passes of one
     fn_many that a batch needs run as one call, `fn_many([name, ...], texts) -> {name:
     {signal: array}}`, with the same numbers as each pass's fn (the rule packs share
-    their word cutting this way)."""
+    their word cutting this way).
+
+    reference: `reference(text) -> {signal: number}`, the readable definition of the same
+    numbers for one document, which the reference engine runs."""
 
     def __init__(self, fn: Callable[[pa.Array], dict[str, np.ndarray]], version: str,
-                 shared: tuple[Callable, str] | None = None):
+                 shared: tuple[Callable, str] | None = None,
+                 reference: Callable[[str], dict] | None = None):
         self.fn, self.version, self.shared = fn, version, shared
+        self.reference = reference   # the same numbers for one str, in plain Python
 
     def __getitem__(self, key: str) -> "Measure":
         return Measure(self, key)
@@ -298,7 +320,14 @@ def _scan(texts: pa.Array) -> dict[str, np.ndarray]:
     return {"chars": chars, "dup_line_share": dup, "longest_run": run, "alnum_share": alnum}
 
 
-TUTORIAL_SCAN = Pass(_scan, version="2")   # 2: a run of newlines is no longer a run
+def _scan_one(text: str) -> dict:
+    """The tutorial's four numbers of one document, by Part 1's definitions."""
+    return {"chars": chars(text), "dup_line_share": dup_line_share(text),
+            "longest_run": longest_char_run(text), "alnum_share": alnum_share(text)}
+
+
+# version 2: a run of newlines is no longer a run
+TUTORIAL_SCAN = Pass(_scan, version="2", reference=_scan_one)
 SHARE_BINS = tuple(np.round(np.linspace(0.0, 1.0, 51), 4).tolist())
 LANG_CONF = "lang_conf"     # the language decision's confidence: the lang rule's signal
 
@@ -349,7 +378,8 @@ def quality_pack(pack: str) -> tuple[Rule, ...]:
 
     scan = Pass(lambda texts, pack=pack: quality_signals_fast.measure(pack, texts),
                 version=f"{pack}:{quality_signals.PACK_VERSIONS[pack]}",
-                shared=(quality_signals_fast.measure_packs, pack))
+                shared=(quality_signals_fast.measure_packs, pack),
+                reference=functools.partial(quality_signals.measure, pack))
     rules = []
     for r in quality_signals.RULE_TABLE:
         if r["pack"] != pack:
@@ -736,6 +766,32 @@ class Signals:
         sig.bytes = to_numpy(pc.binary_length(texts), null=0).astype(np.int64)
         return sig
 
+    @staticmethod
+    def measure_reference(rules: list[Rule], texts) -> "Signals":
+        """measure()'s numbers by their readable definitions, one document at a time
+        (each Pass's reference: Part 1's functions, each pack's plain Python): what the
+        reference engine runs. A rule of your own has one definition, its function, which
+        runs on the batch as in measure()."""
+        if isinstance(texts, list):
+            texts = strings(texts)
+        docs = None
+        sig = Signals(len(texts), kinds={r.signal: r.kind for r in rules})
+        per_doc: dict[int, list[dict]] = {}
+        for r in rules:
+            m = r.measure
+            if isinstance(m, Measure) and m.source.reference is not None:
+                if id(m.source) not in per_doc:   # each pass once per document
+                    docs = docs if docs is not None else [t or "" for t in texts.to_pylist()]
+                    per_doc[id(m.source)] = [m.source.reference(t) for t in docs]
+                values = [d[m.key] for d in per_doc[id(m.source)]]
+            elif isinstance(m, Measure):
+                values = m.source.fn(texts)[m.key]
+            else:
+                values = _user_values(r, m, texts)
+            sig.values[r.signal] = np.asarray(values, np.int64 if r.kind is int else np.float64)
+        sig.bytes = to_numpy(pc.binary_length(texts), null=0).astype(np.int64)
+        return sig
+
     def schema(self) -> pa.Schema:
         return pa.schema(
             [("bytes", pa.int64())]
@@ -969,6 +1025,41 @@ class Decider:
     def _chars(self, i: int) -> int:
         chars = self.sig.values.get("chars")
         return chars[i] if chars is not None else self.sig.bytes[i]
+
+
+class ReferenceDecider(Decider):
+    """Decider's answers, asked of is_clean one document at a time (the reference engine):
+    the same first rule, the same language-ID calls, the same values."""
+
+    def language_of(self, i: int) -> tuple[str, float]:
+        lang = self.languages(np.array([i]))[0]
+        return lang, float(self.confs[i])
+
+    def values_of(self, i: int) -> dict:
+        return {r.signal: self.sig[r.signal][i] for r in self.recipe.signals()}
+
+    def outcomes(self) -> np.ndarray:
+        rules = self.recipe.rules
+        index = {r.name: k for k, r in enumerate(rules)}
+        code = np.full(len(self.sig), len(rules), dtype=np.int8)
+        for i in range(len(self.sig)):
+            verdict = Counter()   # is_clean counts the document under the rule that removed it
+            if not is_clean(None, self.recipe, functools.partial(self.language_of, i),
+                            verdict, self.values_of(i)):
+                code[i] = index[next(iter(verdict))]
+        return code
+
+    def alone(self) -> dict[str, np.ndarray]:
+        out = {}
+        for rule in self.recipe.rules:
+            hit = np.zeros(len(self.sig), bool)
+            for i in range(len(self.sig)):
+                lang, conf = (self.language_of(i) if self.recipe.needs_language(rule)
+                              else (None, None))
+                value = None if isinstance(rule, LanguageRule) else self.sig[rule.signal][i]
+                hit[i] = rule_removes(rule, self.recipe, value, lang, conf)
+            out[rule.name] = hit
+        return out
 
 
 class Unmeasured(Exception):

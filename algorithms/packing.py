@@ -1,31 +1,19 @@
 """Packing (tutorial section 5): every document's token ids, each followed by one EOS,
 concatenated into one flat uint16 array, with the validation split made by document.
 
-The tutorial's version (5.4, 5.5), which is the reference here (`pack_reference` below is
-this loop with the second departure listed after it, run by the tests against the fast
-path):
-
-    ids = []
-    for t in texts:
-        ids.extend(tok.encode(t).ids)
-        ids.append(eos)                   # every document ends with one EOS (5.3)
-    arr = np.array(ids, dtype=np.uint16)  # 2 bytes a token: every id < 65536 (4.6)
-
-    def split_train_val(docs, val_ratio=0.001, seed=42):   # 5.7: by document, seeded
-        docs = list(docs); random.Random(seed).shuffle(docs)
-        n_val = max(1, int(len(docs) * val_ratio))
-        return docs[n_val:], docs[:n_val]
-
-Departures, each one named where it is made:
-- the split is decided per document by a seeded hash of its id (the n_val smallest
+The tutorial's code comes first and is what `pack_parallel.py --engine reference` runs:
+`encode_shard` (5.5, with 5.4's loop: HF tokenizers' encode, one document at a time) in
+every task, `concat` (5.5) in the driver. Departures, each named where it is made:
+- the split (5.7) is decided per document by a seeded hash of its id (the n_val smallest
   hashes go to val), not by shuffling a list: the same documents whatever the number of
   workers or shards, and no list of the corpus in memory;
 - document text is encoded as plain text (a literal "<|endoftext|>" in a web page is
-  ordinary bytes, never the EOS id): the tokenizer with its added tokens dropped;
-- the default encoder is algorithms/packing_fast.py, HF's byte-level BPE compiled with
-  numba, used only after it gave HF's ids on a sample of the corpus (pipeline/pack_check.py);
+  ordinary bytes, never the EOS id): the tokenizer's added tokens are not matched;
+- the fast engine's encoder is algorithms/packing_fast.py, HF's byte-level BPE compiled
+  with numba, used only after it gave HF's ids on a sample of the corpus
+  (pipeline/pack_check.py);
 - the parts are concatenated in task order (5.5 leaves the order to convention: it is
-  fixed here) and hashed on the way.
+  fixed here).
 """
 
 from __future__ import annotations
@@ -44,14 +32,25 @@ DTYPE = np.uint16
 CHUNK = 1 << 24  # 16 MB copy blocks when concatenating parts (5.5)
 
 
-def pack_reference(tok, texts: list[str], eos: int) -> np.ndarray:
-    """5.4's loop with the tokenizer `tok` (HF), as plain text: the reference."""
-    plain = ordinary_tokenizer(tok)
+def encode_shard(texts: list[str], tok, eos: int) -> np.ndarray:
+    """5.5's encode_shard (5.4's loop): every text's ids, each followed by EOS, as one
+    uint16 array (every id < 65536 was checked before: 4.6). tok: a tokenizers.Tokenizer
+    that encodes its added tokens' strings as plain text (plain_text)."""
     ids: list[int] = []
     for t in texts:
-        ids.extend(plain.encode(t, add_special_tokens=False).ids)
-        ids.append(eos)
+        ids.extend(tok.encode(t, add_special_tokens=False).ids)
+        ids.append(eos)                       # every document ends with one EOS (5.3)
     return np.array(ids, dtype=DTYPE)
+
+
+def concat(parts: list[Path], fout) -> None:
+    """5.5's concat: the parts' bytes, in the order given, into the open file fout (the
+    order is a convention nothing checks, so the caller fixes it: by task rank, never by
+    directory listing)."""
+    for p in parts:
+        with open(p, "rb") as fin:
+            while chunk := fin.read(CHUNK):   # 16 MB a block
+                fout.write(chunk)
 
 
 # --------------------------------------------------------------------------------------
@@ -131,6 +130,7 @@ class Encoder:
     kind "tiktoken": the vocabulary converted to tiktoken (encode_to_numpy with no
     special tokens allowed: document text is always ordinary text).
     kind "hf": HF tokenizers with the added tokens removed, for the same reason.
+    kind "reference": the same tokenizer through encode_shard, one document at a time.
     """
 
     def __init__(self, tokenizer_path: str, kind: str):
@@ -161,6 +161,8 @@ class Encoder:
         the offsets encode computes: a quarter less CPU on pack's identity check)."""
         if self.kind in FAST_ENCODERS:
             return [self.ids(t) for t in texts]
+        if self.kind == "reference":
+            return [self.ids(t) for t in texts]
         # long texts in pieces, cut where the split pattern cuts: HF holds ~150 bytes per
         # token of a call, 3 GB for one 20 MB document
         with plain_text(self.hf) as plain:
@@ -170,6 +172,9 @@ class Encoder:
         """The documents' ids, each followed by one EOS, as one uint16 array."""
         if not texts:
             return np.empty(0, DTYPE)
+        if self.kind == "reference":
+            with plain_text(self.hf) as plain:
+                return encode_shard(texts, plain, self.eos)
         if self.kind == "numba":  # one compiled call for the whole batch, EOS included
             return self.fast.pack(texts, self.eos).astype(DTYPE)
         if self.kind == "tiktoken":
@@ -220,13 +225,3 @@ def doc_lengths(arr: np.ndarray, eos: int) -> np.ndarray:
     contains the EOS id, so the EOS positions are the boundaries."""
     ends = np.flatnonzero(arr == eos)
     return np.diff(np.concatenate([[-1], ends])) - 1
-
-
-def concat(parts: list[Path], fout) -> None:
-    """5.5's concat: the parts' bytes, in the order given, into the open file fout (the
-    order is a convention nothing checks, so the caller fixes it: by task rank, never by
-    directory listing)."""
-    for p in parts:
-        with open(p, "rb") as fin:
-            while chunk := fin.read(CHUNK):
-                fout.write(chunk)

@@ -8,8 +8,9 @@ BpeTrainer keeps every distinct word of its sample, and the ByteLevel pre-tokeni
 makes each run of Chinese characters one word, so the trainer's memory follows the
 bytes of the distinct words (train_tokenizer.trainer_memory, counted by the sample
 tasks). This runs train_tokenizer.py as a user does (a subprocess, 32000 ids, default
-threads), once with each trainer (--trainer fast: BpeTrainer's algorithm compiled, whose
-estimate is algorithms.bpe_trainer.fast_trainer_memory; --trainer hf: BpeTrainer), on samples of one
+threads), once with each trainer (--engine fast: BpeTrainer's algorithm compiled, whose
+estimate is algorithms.bpe_trainer.fast_trainer_memory; --engine reference: BpeTrainer), on
+samples of one
 language at a time and reads, from each manifest, the memory the stage expected and the
 peak it reached:
 
@@ -43,6 +44,7 @@ from common import CORPUS, cpu_model, run_script  # noqa: E402
 
 TARGET = {"hf": 1.10, "fast": 1.00}   # peak / expected, at most, per trainer
 SHARD_ROWS = 5000
+ENGINE = {"fast": "fast", "hf": "reference"}   # a trainer -> the train_tokenizer.py engine that runs it
 TAG = re.compile(r"/[a-zA-Z]+\b")
 
 
@@ -103,7 +105,7 @@ def measure(raw: Path, out: Path, max_bytes: int, vocab: int, trainer: str = "hf
     """Train on at most max_bytes of raw; the manifest's expected and peak memory."""
     run_script("train_tokenizer.py", "--input", raw, "--output", out, "--vocab-size", vocab,
                "--sample-ratio", 1, "--min-bytes", 0, "--max-bytes", max_bytes,
-               "--memory-budget", "100TB", "--trainer", trainer)
+               "--memory-budget", "100TB", "--engine", ENGINE[trainer])
     s = json.loads((out / "manifest.json").read_text())["sample"]
     return {"trainer": trainer, "sample_mb": s["sample_bytes"] / 1e6, "han_chars": s["han_chars"],
             "words": s["distinct_words"], "word_mb": s["distinct_word_bytes"] / 1e6,
@@ -139,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="plain-text files of Chinese documents the estimate was not fitted on")
     p.add_argument("--vocab-size", type=int, default=32000)
     p.add_argument("--trainers", default="fast,hf",
-                   help="train_tokenizer.py --trainer values to measure (default fast,hf)")
+                   help="trainers to measure: fast (--engine fast), hf (--engine "
+                        "reference) (default fast,hf)")
     p.add_argument("--json", help="also write the rows to this file")
     args = p.parse_args(argv)
     zh = [float(x) for x in args.zh_mb.split(",") if x]

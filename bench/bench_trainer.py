@@ -42,6 +42,7 @@ for p in (ROOT, ROOT / "bench"):
 TARGET = 3.0          # rustbpe's speed-up over BpeTrainer, CPU s and wall s
 QUALITY = 0.005       # bytes/token within this share of BpeTrainer's
 HELDOUT_BYTES = 5_000_000
+ENGINE = {"fast": "fast", "hf": "reference"}   # a trainer -> the train_tokenizer.py engine that runs it
 MAX_DOC_CHARS = 100_000
 
 
@@ -226,7 +227,7 @@ def stage_breakdown(texts: list[str], mb: float, trainer: str, vocab: int = 3200
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         base = [str(ROOT / "train_tokenizer.py"), "--input", str(raw), "--vocab-size", str(vocab),
                 "--sample-ratio", "1", "--min-bytes", "0", "--max-bytes", str(int(mb * 1e6)),
-                "--workers", str(workers), "--trainer", trainer, "--memory-budget", "100TB"]
+                "--workers", str(workers), "--engine", ENGINE[trainer], "--memory-budget", "100TB"]
         t = time.time()
         cp = subprocess.run([sys.executable, *base, "--output", str(out)], env=env, cwd=ROOT,
                             capture_output=True, text=True)
@@ -318,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         loop_wall = statistics.median(r["wall"] for r in loops)
         print(f"the tutorial's loop alone (BpeTrainer, {args.threads} threads) on "
               f"{sum(len(t.encode('utf-8')) for t in part) / 1e6:.1f} MB: {loop_cpu:.2f} CPU s, "
-              f"{loop_wall:.2f} s wall (median of {len(loops)}); the whole stage (--trainer fast): "
+              f"{loop_wall:.2f} s wall (median of {len(loops)}); the whole stage (--engine fast): "
               f"{res[0]['cpu_s']:.2f} CPU s, {res[0]['wall_s']:.2f} s wall: "
               f"{loop_cpu / res[0]['cpu_s']:.2f}x in CPU, {loop_wall / res[0]['wall_s']:.2f}x in wall")
         res.append({"tutorial_loop": {"cpu_s": loop_cpu, "wall_s": loop_wall}})

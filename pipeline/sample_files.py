@@ -13,8 +13,8 @@ import pyarrow.compute as pc
 
 from algorithms.arrays import fill_empty, from_numpy, strings, text_buffers, to_numpy
 from algorithms.ids import id_hashes
-from algorithms.tokenizer_sample import (BATCH, PIECE_SAMPLE_BITS, choose_rows, doc_languages,
-                                        unite_pieces)
+from algorithms.tokenizer_sample import (BATCH, PIECE_SAMPLE_BITS, choose_rows, corpus_iter,
+                                        doc_languages, unite_pieces)
 
 from .shards import ShardWriter, open_shard
 
@@ -138,12 +138,18 @@ class SampleSplit:
         self.en += int((langs == "en").sum())
 
 
+def sample_paths(staging: Path, tasks: int) -> list[Path]:
+    """The training sample's files, in task order."""
+    return [Path(staging) / SAMPLE_DIR / f"train-{rank:05d}.parquet" for rank in range(tasks)]
+
+
 def iter_sample(staging: Path, tasks: int, batch: int = BATCH):
-    """The training sample in shard order, as lists of texts (the trainer's input)."""
-    for rank in range(tasks):
-        pf = open_shard(staging / SAMPLE_DIR / f"train-{rank:05d}.parquet", require=("text",))
-        for b in pf.iter_batches(batch_size=batch, columns=["text"]):
-            yield b.column(0).to_pylist()
+    """The training sample in task order, as lists of texts (corpus_iter over its files,
+    each checked to be a readable shard with a text column first)."""
+    paths = sample_paths(staging, tasks)
+    for p in paths:
+        open_shard(p, require=("text",))
+    yield from corpus_iter(paths, batch)
 
 
 def read_words(staging: Path, tasks: int):

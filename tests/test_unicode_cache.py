@@ -7,14 +7,14 @@ from pathlib import Path
 
 import numpy as np
 
-from algorithms import (cleaning, cleaning_fast, minhash_fast, packing_fast, quality_signals_fast,
+from algorithms import (cleaning_fast, minhash_fast, packing_fast, quality_signals_fast,
                         unicode_cache)
 
 
 def test_cached_tables_equal_a_fresh_build(tmp_path, monkeypatch):
     alnum, space = cleaning_fast.tables()
     want = np.fromiter((chr(i).isalnum() for i in range(0x110000)), np.bool_, count=0x110000)
-    assert np.array_equal(alnum, want) and np.array_equal(cleaning.alnum_table(), want)
+    assert np.array_equal(alnum, want)
     assert np.array_equal(space, [chr(i).isspace() for i in range(0x110000)])
     assert np.array_equal(minhash_fast._char_map(), minhash_fast._build_char_map())
     # the GPT-2 split's classes: the regex package's, then the code points HF does not know
