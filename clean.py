@@ -67,184 +67,48 @@ import shutil
 import sys
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-
 from algorithms import cleaning
 from algorithms.cleaning import Decider, LidCalls, Recipe, ReferenceDecider, Signals
 from algorithms.langid import LazyLid, check_lid, default_lid_model, load_lid
-from pipeline import kept_store, layout
-from algorithms.arrays import from_numpy, strings
+from pipeline import clean_task, kept_store, layout
 from pipeline.clean_flags import (check_export_path, check_languages, parse_clean_sweep,
                                   parse_threshold, rules_in)
-from pipeline.clean_report import (EXAMPLE_CHARS, Examples, Tally, example_texts, export_table,
-                                   merge, notes_lines, rule_rows, signals_line, signals_summary,
-                                   stats_table, write_export, write_reports)
-from pipeline.clean_signals import SIGNALS_VERSION, kept_signal_versions, load_kept
+from pipeline.clean_report import (EXAMPLE_CHARS, example_texts, merge, notes_lines, rule_rows,
+                                   signals_line, signals_summary, stats_table, write_export,
+                                   write_reports)
+from pipeline.clean_signals import SIGNALS_VERSION
 from pipeline.clean_sweep import plan_sweep, sweep_markdown, sweep_pairs, sweep_report
+from pipeline.clean_task import CleanTask
 from pipeline.errors import StageError, run_stage
-from pipeline.progress import task_progress
-from pipeline.shards import ShardWriter, file_record, link_or_copy, open_shard, write_table
+from pipeline.shards import file_record
 from pipeline.stage import Output, Run, Stage, unit_bytes_on_disk
 from pipeline.sweep import SweepRun, carry_sweep_reports
-from pipeline.task_results import save_task_result
-from pipeline.units import (Unit, describe, filter_recipe, filter_unit, previous_files,
-                            read_unit, read_unit_lazily)
-
-# Rows per batch a task reads. A batch never holds more than its unit (about --task-mb of
-# text); fewer, larger batches spend less on per-batch bookkeeping, which with I/O is most
-# of a rerun. The output does not depend on it.
-READ_ROWS = 8192
+from pipeline.units import Unit, describe, previous_files
 
 
 # --------------------------------------------------------------------------------------
-# 2.2 and 2.3: one task judges one unit of the input. For every batch of documents it
-# measures each rule's number (kept ones are read back instead), finds the FIRST rule
-# that removes each document, counts it under that rule, and writes the survivors.
-# The same task serves a sweep: several recipes judged on the same documents, nothing
-# written but the signals.
+# 2.2 and 2.3: one task judges one unit of the input.
 # --------------------------------------------------------------------------------------
 
-def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, lid_model: str,
-               recipes: list[dict], main: int | None, report_all: bool, examples: int,
-               sources: list[list[list[dict]]], signals_dir: str | None,
-               pairs: list[list[int]], input_fingerprint: str | None = None,
-               previous: dict | None = None, export: bool = False,
-               engine: str = "fast") -> None:
-    """Task `rank`: judge unit `rank` under every recipe of `recipes`.
-
-    main: the index of the recipe whose survivors are written to <staging>/<unit>.parquet
-    (all columns kept); None for a sweep. The unit's signals (kept ones reused, the rest
-    measured) go to signals_dir. pairs: index pairs of recipes whose differing documents
-    are collected as examples (a sweep's neighbouring values).
-
-    previous: the file records of the output being replaced ({name: record}, those with
-    a recipe). When the kept signals alone show that the same rows of this unit survive
-    as in that output, its file is linked, not rewritten (pipeline.units.filter_unit),
-    and the pass that counts and collects examples reads only the ids (example_texts
-    reads the texts of the examples the report shows).
-
-    export: also write, for every document, its id, its verdict under `main` and every
-    signal, to <staging>/_export/<unit> (--export-signals).
-    """
-    unit = Unit(**units[rank])
-    recs = [Recipe.from_spec(r) for r in recipes]
-    measured = recs[0].signals()
-    reference = engine == "reference"   # is_clean, one document at a time, and fastText's own
-    model = LazyLid(lid_model, reference=reference)
+def clean_unit(rank: int, world_size: int, units: list[dict], staging: str, job: dict) -> None:
+    """Task `rank`: 2.2 and 2.3 on unit `rank`, under every recipe of the job (one for a
+    run, several for a sweep). For each batch of documents: each rule's number, the
+    first rule that removes each document, counted under it; the survivors written.
+    What is kept, linked, exported and reported around that: pipeline/clean_task.py."""
+    task = CleanTask(Unit(**units[rank]), staging, rank, **job)
+    reference = task.engine == "reference"   # is_clean, document by document, and fastText's own
     measure = Signals.measure_reference if reference else Signals.measure
     decider = ReferenceDecider if reference else Decider
-    kept, notes, kept_from = load_kept(sources[rank], unit.rows, measured)
-    kept_calls = kept.lid_calls() if kept is not None else 0
-    # rules whose signal is not kept (added since, or edited): measured, and only they
-    missing = [r for r in measured if kept is None or r.signal not in kept.values]
-    tallies = [Tally(r) for r in recs]
-    fate: list[list] = [[] for _ in pairs]
-    fate_count = [0] * len(pairs)
-    prev = (previous or {}).get(unit.name)
-    unchanged = False
-    if main is not None and kept is not None and not missing and prev is not None:
-        keep = cleaning.keep_from_signals(recs[main], kept)
-        unchanged = (keep is not None
-                     and filter_recipe(unit, keep, input_fingerprint) == prev["recipe"])
-    writer = None
-    if main is not None and not unchanged:   # one pass: decide and write
-        writer = ShardWriter(Path(staging) / unit.name, open_shard(unit.shard).schema_arrow)
-    keeps: list[np.ndarray] = []
-    exported: list[pa.Table] = []
-    sig_parts, made, start, docs_in, bytes_in = [], 0, 0, 0, 0
-    prog = task_progress()
-    for batch, text in unit_batches(unit, writer is not None, kept is not None and not missing):
-        n = batch.num_rows
-        shown = Examples(batch, text, writer is not None, unit.index, start)
-        # 2.2: each rule's number for every document (what is kept is read back)
-        sig = kept.slice(start, n) if kept is not None else measure(measured, text())
-        if kept is not None and missing:
-            sig.add(measure(missing, text()))
-        lid = LidCalls(model, sig, shown.text_of, recs[0].lid_chars, text)
-        # 2.3: the first rule that removes each document, counted under it
-        deciders = [decider(r, sig, lid) for r in recs]
-        codes = [d.outcomes() for d in deciders]
-        for d, code, tally in zip(deciders, codes, tallies):
-            tally.count(d, code, sig, examples, shown)
-        if main is not None:
-            tallies[main].count_signals(deciders[main], sig, codes[main])
-            if report_all:
-                tallies[main].count_alone(deciders[main])
-        for k, (a, b) in enumerate(pairs):   # a sweep: documents whose fate differs
-            differ = np.flatnonzero((codes[a] == len(recs[a].rules))
-                                    != (codes[b] == len(recs[b].rules)))
-            fate_count[k] += len(differ)
-            take = differ[:max(0, examples - len(fate[k]))]
-            for i, ex in zip(take, shown(take)):
-                loser = a if codes[a][i] != len(recs[a].rules) else b
-                c = int(codes[loser][i])
-                fate[k].append({"id": ex.pop("id"), "removed_by": loser,
-                                "rule": recs[loser].rules[c].name,
-                                "value": deciders[loser].value(c, i), **ex})
-        if main is not None:
-            keeps.append(codes[main] == len(recs[main].rules))
-        if export:
-            exported.append(export_table(batch.column("id"), recs[main], deciders[main],
-                                         codes[main], sig))
-        if writer is not None:   # the survivors, all columns kept
-            writer.write(batch if keeps[-1].all() else batch.filter(from_numpy(keeps[-1])))
-        made += lid.made
-        sig_parts.append(sig)
-        start += n
-        docs_in += n
-        bytes_in += int(sig.bytes.sum())
-        prog.add(n, int(sig.bytes.sum()))
-
-    res = {"unit": unit.index, "docs_in": docs_in, "bytes_in": bytes_in,
-           "configs": [t.to_dict(report_all and i == main) for i, t in enumerate(tallies)],
-           "fate": [{"count": c, "examples": f} for c, f in zip(fate_count, fate)],
-           "lid_calls_made": made, "lid_calls_kept": kept_calls,
-           "signals_reused": kept is not None, "signals_notes": notes,
-           "signals_measured": [r.signal for r in missing]}
-    if main is not None:
-        keep = np.concatenate(keeps) if keeps else np.zeros(0, bool)
-        if writer is not None:
-            res["file"] = {**writer.close(), "reused": False,
-                           "recipe": filter_recipe(unit, keep, input_fingerprint)}
-        else:   # the previous file, linked (rewritten if it fails its digest check); the
-                # examples are named by their place, and the driver reads the few it shows
-            res["file"] = filter_unit(unit, Path(staging) / unit.name, keep, input_fingerprint,
-                                      prev)
-    if signals_dir:   # exactly the recipe's signals (and the language-ID calls)
-        path = Path(signals_dir) / unit.name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        one = kept_from[0] if len(kept_from) == 1 and len(kept_from[0]) == 1 else None
-        versions = {r.signal: r.signal_version for r in measured}
-        if (made == 0 and not missing and one and one[0]["whole"]
-                and kept_signal_versions(one) == versions):
-            link_or_copy(one[0]["path"], path)   # nothing new measured: the same bytes
-        else:
-            table = Signals.concat(sig_parts).select([r.signal for r in measured]).to_table()
-            write_table(path, table)
-        res["signals"] = kept_store.entry(path, unit.shard, unit.row_start, unit.rows,
-                                          signals=versions)
-    if export:
-        path = Path(staging) / "_export" / unit.name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_table(path, pa.concat_tables(exported) if exported else export_table(
-            strings([]), recs[main], None, np.zeros(0, np.int8), Signals(0)))
-    save_task_result(staging, "clean", rank, res)
-
-
-def unit_batches(unit: Unit, write: bool, have_signals: bool):
-    """The unit's rows as (batch, text), text() giving the batch's text column.
-
-    A pass that writes the output reads every column. A sweep with every signal kept,
-    or a task whose unit's output is unchanged (clean_unit), reads only the ids, and the
-    text of a batch only when a decision needs it (examples are read later, by the
-    driver): a few row groups, not the corpus."""
-    if write or not have_signals:
-        for batch in read_unit(unit, columns=None if write else ["id", "text"],
-                               batch_rows=READ_ROWS):
-            yield batch, (lambda b=batch: b.column("text"))
-        return
-    yield from read_unit_lazily(unit, "id", "text", batch_rows=READ_ROWS)
+    model = LazyLid(task.lid_model, reference=reference)    # loaded on its first use
+    for batch, text in task.batches():
+        sig = task.signals(batch.num_rows, lambda rules: measure(rules, text()))   # 2.2
+        shown = task.examples_of(batch, text)
+        lid = LidCalls(model, sig, shown.text_of, task.lid_chars, text)  # language ID, as needed
+        deciders = [decider(recipe, sig, lid) for recipe in task.recipes]
+        codes = [d.outcomes() for d in deciders]      # 2.3: the first rule that removes each
+        task.count(shown, sig, deciders, codes, lid.made)   # counted under that rule
+        task.write(batch, codes)                      # the survivors, all columns kept
+    task.finish()
 
 
 # --------------------------------------------------------------------------------------
@@ -258,12 +122,13 @@ def run(run: Run) -> Output:
         print(line, file=sys.stderr)
     signals_dir = None if args.no_keep_signals else run.staging / "signals"
     run.parallel("clean", clean_unit, units=run.unit_dicts(), staging=str(run.staging),
-                 lid_model=str(lid_path(args)), recipes=[recipe.spec()], main=0,
-                 report_all=args.report_all, examples=args.examples, sources=sources,
-                 signals_dir=str(signals_dir) if signals_dir else None, pairs=[],
-                 input_fingerprint=run.input_fingerprint,
-                 previous=previous_files(out, run.input_fingerprint),
-                 export=bool(args.export_signals), engine=args.engine)
+                 job=clean_task.job([recipe], 0, str(lid_path(args)), args.engine,
+                                    report_all=args.report_all, examples=args.examples,
+                                    sources=sources,
+                                    signals_dir=str(signals_dir) if signals_dir else None,
+                                    input_fingerprint=run.input_fingerprint,
+                                    previous=previous_files(out, run.input_fingerprint),
+                                    export=bool(args.export_signals)))
     results = run.results("clean")
     kept_summary = None
     if signals_dir:
@@ -356,9 +221,9 @@ def sweep_run(run: Run) -> int:
         print(line, file=sys.stderr)
     signals_dir = sw.kept / "signals"
     sw.parallel("sweep", clean_unit, units=run.unit_dicts(), staging=str(sw.staging),
-                lid_model=str(lid_path(args)), recipes=[c.spec() for c in configs],
-                main=None, report_all=False, examples=args.examples, sources=sources,
-                signals_dir=str(signals_dir), pairs=pairs, engine=args.engine)
+                job=clean_task.job(configs, None, str(lid_path(args)), args.engine,
+                                   examples=args.examples, sources=sources,
+                                   signals_dir=str(signals_dir), pairs=pairs))
     results = sw.results("clean")
     kept = kept_store.write_index(signals_dir, signal_deps(run, base),
                                   [r["signals"] for r in results])

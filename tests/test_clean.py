@@ -19,7 +19,7 @@ from conftest import SAMPLE, run_script
 
 import clean
 from algorithms import cleaning, langid
-from pipeline import clean_report
+from pipeline import clean_report, clean_task
 from pipeline.errors import StageError
 from pipeline.shards import list_shards
 from pipeline.staging import StageRun
@@ -213,7 +213,7 @@ def test_output_and_examples_independent_of_batch_size(cleaned, tmp_path, monkey
         return data
 
     default = sweep(tmp_path / "s1")
-    monkeypatch.setattr(clean, "READ_ROWS", 7)
+    monkeypatch.setattr(clean_task, "READ_ROWS", 7)
     assert sweep(tmp_path / "s7") == default
     assert any(c["examples"] for s in default["sweeps"] for c in s["changes"])
     assert clean.main(["--input", str(cleaned / "raw"), "--output", str(tmp_path / "c7"),
