@@ -491,18 +491,18 @@ def test_a_sweep_of_an_edited_rule_file_shows_as_stale(raw, tmp_path):
 def test_built_in_rules_pass_the_declaration_check_and_settings_are_reserved(raw, tmp_path):
     """Every built-in rule passes the check a rule file's rules get; and every setting
     clean.py records in its config beside the rules' thresholds is a name no rule's flag
-    may take (cleaning.RESERVED_KEYS), so a new setting cannot be forgotten there."""
-    from algorithms import cleaning
+    may take (rules.RESERVED_KEYS), so a new setting cannot be forgotten there."""
+    from algorithms import cleaning, rules
 
     for pack in cleaning.pack_names():
         for r in cleaning.load_rules(pack):   # (the language rule's signal is the stage's)
-            if not isinstance(r, cleaning.LanguageRule):
-                assert cleaning.declaration_error(r) is None, (pack, r.name)
+            if not isinstance(r, rules.LanguageRule):
+                assert rules.declaration_error(r) is None, (pack, r.name)
     clean(raw, tmp_path / "out", "--rules", f"tutorial,fineweb,{USER_RULE}")
     config = manifest(tmp_path / "out")["config"]
     rule_keys = {r.key for p in ("tutorial", "fineweb", str(USER_RULE))
                  for r in cleaning.load_rules(p)}
-    assert set(config) - rule_keys <= set(cleaning.RESERVED_KEYS), set(config) - rule_keys
+    assert set(config) - rule_keys <= set(rules.RESERVED_KEYS), set(config) - rule_keys
     assert "rule_code" in config
 
 

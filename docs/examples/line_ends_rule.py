@@ -1,7 +1,7 @@
 """A rule of your own: too few lines end like a sentence (Chinese punctuation counts)."""
 import numpy as np
 
-from algorithms.cleaning import Rule
+from algorithms.rules import Rule
 
 ENDS = tuple(".!?\"')]。！？…」』”’")
 
