@@ -46,7 +46,7 @@ def test_no_script_imports_another_script():
 def test_algorithms_do_not_import_stage_machinery():
     """An algorithm module may use pipeline's small helpers (arrays, errors, shards), but
     not the stage machinery: it runs alone, in a test or a notebook."""
-    machinery = {"pipeline.stage", "pipeline.staging", "pipeline.executors",
+    machinery = {"pipeline.stage", "pipeline.staging", "pipeline.commit", "pipeline.executors",
                  "pipeline.local_pool", "pipeline.lock", "pipeline.sweep"}
     for f in sorted((ROOT / "algorithms").glob("*.py")):
         tree = ast.parse(f.read_text(encoding="utf-8"))
