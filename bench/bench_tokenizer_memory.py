@@ -6,13 +6,12 @@
 
 BpeTrainer keeps every distinct word of its sample, and the ByteLevel pre-tokenizer
 makes each run of Chinese characters one word, so the trainer's memory follows the
-bytes of the distinct words (train_tokenizer.trainer_memory, counted by the sample
-tasks). This runs train_tokenizer.py as a user does (a subprocess, 32000 ids, default
-threads), once with each trainer (--engine fast: BpeTrainer's algorithm compiled, whose
-estimate is algorithms.bpe_trainer.fast_trainer_memory; --engine reference: BpeTrainer), on
-samples of one
-language at a time and reads, from each manifest, the memory the stage expected and the
-peak it reached:
+bytes of the distinct words (algorithms.trainer_memory.trainer_memory, counted by the
+sample tasks). This runs train_tokenizer.py as a user does (a subprocess, 32000 ids,
+default threads), once with each trainer (--engine fast: BpeTrainer's algorithm
+compiled, whose estimate is algorithms.trainer_memory.fast_trainer_memory; --engine
+reference: BpeTrainer), on samples of one language at a time and reads, from each
+manifest, the memory the stage expected and the peak it reached:
 
 - the benchmark corpus's Chinese documents (12, 25 and 50 MB) and English documents
   (50 to 400 MB);

@@ -6,13 +6,14 @@
 The documents are split as train_tokenizer.py splits them: held out by a seeded hash of
 the id (5 MB), the rest cropped to 100,000 characters; each size is a prefix of that
 training sample. The trainers of algorithms/bpe_trainer.py train on the same prefix:
-train_hf (the tutorial's BpeTrainer), train_fast (the default: BpeTrainer's algorithm
-compiled), and train_rustbpe (rustbpe, evaluated first, not the default). Each run is a
-subprocess of its own (fresh thread pools, RAYON_NUM_THREADS set, its own peak RSS),
-timed around the training call alone: wall seconds and CPU seconds (all threads of the
-process). The runs alternate, BpeTrainer, the compiled trainer (2 threads, then 1, to
-show what the second thread gains), rustbpe, --repeat times, so the load of a shared
-machine falls on all alike; the medians are reported.
+train_hf (the tutorial's BpeTrainer) and train_fast (the default: BpeTrainer's algorithm
+compiled), and so does bench/rustbpe_eval.py's train_rustbpe (rustbpe, evaluated first,
+not the default). Each run is a subprocess of its own (fresh thread pools,
+RAYON_NUM_THREADS set, its own peak RSS), timed around the training call alone: wall
+seconds and CPU seconds (all threads of the process). The runs alternate, BpeTrainer,
+the compiled trainer (2 threads, then 1, to show what the second thread gains), rustbpe,
+--repeat times, so the load of a shared machine falls on all alike; the medians are
+reported.
 
 Then, for each size: whether the compiled trainer's tokenizer.json is BpeTrainer's byte
 for byte, bytes per token of each tokenizer on the held-out English and Chinese
@@ -89,6 +90,17 @@ def prefix(texts: list[str], mb: float) -> list[str]:
     return out
 
 
+class Restartable:
+    """Batches that can be read more than once: each pass calls make() for a new stream
+    (train_rustbpe reads them again when min_frequency cuts its merges short)."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __iter__(self):
+        return iter(self.make())
+
+
 def child(trainer: str, threads: int, vocab: int, texts_file: str, out: str) -> None:
     """One training run in this process: prints its wall and CPU seconds and peak RSS."""
     import pyarrow.parquet as pq
@@ -97,9 +109,11 @@ def child(trainer: str, threads: int, vocab: int, texts_file: str, out: str) -> 
     from algorithms.tokenizer_file import SPECIAL_TOKENS
 
     texts = pq.read_table(texts_file).column("text").to_pylist()
-    batches = bpe_trainer.Restartable(lambda: (texts[i:i + 1000]
-                                               for i in range(0, len(texts), 1000)))
-    fn = getattr(bpe_trainer, f"train_{trainer}")
+    batches = Restartable(lambda: (texts[i:i + 1000] for i in range(0, len(texts), 1000)))
+    if trainer == "rustbpe":
+        from rustbpe_eval import train_rustbpe as fn
+    else:
+        fn = getattr(bpe_trainer, f"train_{trainer}")
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     cpu, wall = time.process_time(), time.time()
     tok = fn(batches, vocab, 2, SPECIAL_TOKENS, threads)

@@ -17,9 +17,10 @@ from pathlib import Path
 
 from algorithms.cleaning import LanguageRule, Recipe
 from pipeline import kept_store
+from pipeline.commit import run_owned_paths
 from pipeline.disk import check_out_path
 from pipeline.errors import ArgumentParser, StageError
-from pipeline.staging import run_owned_paths, staging_path
+from pipeline.staging import staging_path
 from pipeline.sweep import parse_sweep
 
 

@@ -67,6 +67,9 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
+RUN_KEY = "_run.json"   # in a staging folder: the key of the run it was made for
+
+
 def staging_path(output: Path, stage: str, files_into: bool) -> Path:
     """Where a run of `stage` stages its output: `data/.cleaned.partial` beside a folder,
     `data/.pack_parallel.partial` for files written into a folder."""

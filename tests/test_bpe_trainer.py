@@ -1,6 +1,7 @@
 """algorithms/bpe_trainer.py: the compiled trainer gives BpeTrainer's tokenizer.json byte
-for byte, for any number of threads, min_frequency included; rustbpe's (evaluated, not the
-default) gives the tutorial's artefact, as good as BpeTrainer's; the words are HF's."""
+for byte, for any number of threads, min_frequency included; rustbpe's (bench/rustbpe_eval.py:
+evaluated, not the default) gives the tutorial's artefact, as good as BpeTrainer's; the words
+are HF's."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 from algorithms import bpe_trainer, tokenizer_checks, tokenizer_sample
 from algorithms import bpe_trainer as bt
 from conftest import ROOT, SAMPLE
+import rustbpe_eval as rb   # bench/: rustbpe, evaluated
 from algorithms.packing_fast import BpeEncoder, codepoint_classes
 from algorithms.tokenizer_file import GPT2_PATTERN, SPECIAL_TOKENS, byte_decoder, ordinary_tokenizer
 
@@ -46,7 +48,7 @@ def trained():
     train, held = sample_split()
     fast = bt.train_fast(batches(train), VOCAB, 2, SPECIAL_TOKENS, threads=2)
     hf = bt.train_hf(batches(train), VOCAB, 2, SPECIAL_TOKENS, threads=2)
-    rust = bt.train_rustbpe(batches(train), VOCAB, 2, SPECIAL_TOKENS, threads=2)
+    rust = rb.train_rustbpe(batches(train), VOCAB, 2, SPECIAL_TOKENS, threads=2)
     return fast, hf, rust, train, held
 
 
@@ -73,10 +75,10 @@ def test_compiled_trainer_stops_where_bpetrainer_stops_on_min_frequency():
     # min_frequency the same merges come first, and the next one was seen once
     kept = byte_id_merges(fast)
     assert len(kept) == fast.get_vocab_size() - len(SPECIAL_TOKENS) - 256
-    assert bt.merge_counts([train], kept).min() >= 2
+    assert rb.merge_counts([train], kept).min() >= 2
     every = byte_id_merges(bt.train_fast(batches(train, 100), 30000, 0, SPECIAL_TOKENS))
     assert np.array_equal(every[:len(kept)], kept)
-    assert bt.merge_counts([train], every)[len(kept)] < 2
+    assert rb.merge_counts([train], every)[len(kept)] < 2
 
 
 def byte_id_merges(tok) -> np.ndarray:
@@ -298,8 +300,8 @@ def test_replayed_counts_are_rustbpes(trained):
     import rustbpe
 
     train = trained[3][::2]
-    log = bt._rustbpe_logger()
-    seen = bt._MergeLog()
+    log = rb._rustbpe_logger()
+    seen = rb._MergeLog()
     log.addHandler(seen)
     try:
         r = rustbpe.Tokenizer()
@@ -307,8 +309,8 @@ def test_replayed_counts_are_rustbpes(trained):
     finally:
         log.removeHandler(seen)
     tokens = [bytes(b) for b, _ in sorted(r.get_mergeable_ranks(), key=lambda x: x[1])]
-    merges = bt.recover_merges(tokens)
-    counts = bt.merge_counts(batches(train), merges)
+    merges = rb.recover_merges(tokens)
+    counts = rb.merge_counts(batches(train), merges)
     assert len(seen.merges) == 100
     for done, pair, new, count in seen.merges:
         assert tuple(merges[new - 256]) == pair and counts[new - 256] == count
@@ -322,7 +324,7 @@ def test_rustbpe_min_frequency_stops_where_pairs_get_rare():
     import rustbpe
 
     train = sample_split()[0][:300]
-    fast = bt.train_rustbpe(batches(train, 100), 30000, 2, SPECIAL_TOKENS)
+    fast = rb.train_rustbpe(batches(train, 100), 30000, 2, SPECIAL_TOKENS)
     n = fast.get_vocab_size()
     assert 2000 < n < 30000
     # about where BpeTrainer stops (the compiled trainer stops exactly there, tested above)
@@ -331,28 +333,28 @@ def test_rustbpe_min_frequency_stops_where_pairs_get_rare():
     r = rustbpe.Tokenizer()
     r.train_from_iterator(train, vocab_size=30000, pattern=GPT2_PATTERN)
     tokens = [bytes(b) for b, _ in sorted(r.get_mergeable_ranks(), key=lambda x: x[1])]
-    merges = bt.recover_merges(tokens)
-    counts = bt.merge_counts([train], merges)
+    merges = rb.recover_merges(tokens)
+    counts = rb.merge_counts([train], merges)
     kept = n - len(SPECIAL_TOKENS) - 256
     assert counts[:kept].min() >= 2 and counts[kept] < 2
     assert json.loads(fast.to_str())["model"]["merges"] == \
         json.loads(bt.to_hf(tokens[:256 + kept], merges[:kept]).to_str())["model"]["merges"]
     # a one-shot stream is kept for the second pass when it is small
-    assert bt.train_rustbpe(iter(batches(train, 100)), 30000, 2).to_str() == fast.to_str()
+    assert rb.train_rustbpe(iter(batches(train, 100)), 30000, 2).to_str() == fast.to_str()
 
 
 def test_one_shot_stream_too_long_to_keep_is_refused(monkeypatch):
     train = sample_split()[0][:300]
-    monkeypatch.setattr(bt, "ONE_SHOT_KEEP", 1000)
+    monkeypatch.setattr(rb, "ONE_SHOT_KEEP", 1000)
     with pytest.raises(RuntimeError, match="re-iterable"):
-        bt.train_rustbpe(iter(batches(train, 100)), 30000, 2)
+        rb.train_rustbpe(iter(batches(train, 100)), 30000, 2)
 
 
 def test_a_token_that_is_not_a_merge_is_refused():
     tokens = [bytes([i]) for i in range(256)] + [b"ab", b"abc", b"xyz"]
-    assert bt.recover_merges(tokens[:258]).tolist() == [[97, 98], [256, 99]]
+    assert rb.recover_merges(tokens[:258]).tolist() == [[97, 98], [256, 99]]
     with pytest.raises(RuntimeError, match="not one merge"):
-        bt.recover_merges(tokens)
+        rb.recover_merges(tokens)
 
 
 STOPPABLE_CHILD = """

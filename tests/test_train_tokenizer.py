@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 
-from algorithms import bpe_trainer, tokenizer_checks, tokenizer_file, tokenizer_sample
+from algorithms import tokenizer_checks, tokenizer_file, tokenizer_sample
 import train_tokenizer as tt
 
 import pyarrow.compute as pc
@@ -276,7 +276,7 @@ def test_a_sample_too_large_for_memory_stops_before_training(trained, sample_lay
     """A --memory-budget below the trainer's expected peak: one line naming the --max-bytes
     that fits, nothing trained, the previous output untouched. With that --max-bytes the
     stage trains, expecting no more than the budget. (The default trainer's estimate.)"""
-    from algorithms.bpe_trainer import FAST_BASE, fast_trainer_memory
+    from algorithms.trainer_memory import FAST_BASE, fast_trainer_memory
 
     s = manifest(trained)["sample"]
     need = fast_trainer_memory(s["distinct_words"], s["distinct_word_bytes"], s["sample_bytes"])
@@ -310,15 +310,17 @@ def test_a_sample_too_large_for_memory_stops_before_training(trained, sample_lay
 
 
 def test_bytes_that_fit():
-    base = bpe_trainer.TRAINER_BASE
+    from algorithms import trainer_memory as tm
+
+    base = tm.TRAINER_BASE
     # half the variable part fits: about half the sample, 5% lower, two digits
-    assert bpe_trainer.bytes_that_fit(base + 2_000_000_000, base + 1_000_000_000, 123_456_789) == 58_000_000
-    assert bpe_trainer.bytes_that_fit(base + 10**9, base, 10**8) == 0          # not even the base
-    assert bpe_trainer.bytes_that_fit(base + 10**9, base - 1, 10**8) == 0
-    fits = [bpe_trainer.bytes_that_fit(base + 10**9, base + b, 10**8) for b in (10**7, 10**8, 5 * 10**8)]
+    assert tm.bytes_that_fit(base + 2_000_000_000, base + 1_000_000_000, 123_456_789) == 58_000_000
+    assert tm.bytes_that_fit(base + 10**9, base, 10**8) == 0          # not even the base
+    assert tm.bytes_that_fit(base + 10**9, base - 1, 10**8) == 0
+    fits = [tm.bytes_that_fit(base + 10**9, base + b, 10**8) for b in (10**7, 10**8, 5 * 10**8)]
     assert fits == sorted(fits) and fits[0] > 0
     # the estimate itself: linear in the bytes of the distinct words
-    assert bpe_trainer.trainer_memory(3 * 10**6) - base == bpe_trainer.TRAINER_PER_BYTE * 3 * 10**6
+    assert tm.trainer_memory(3 * 10**6) - base == tm.TRAINER_PER_BYTE * 3 * 10**6
 
 
 def test_distinct_words_are_the_pretokenizers(sample_layout, tmp_path):
