@@ -334,14 +334,19 @@ def _tuples(x):
 # the ahead-of-time builds
 # --------------------------------------------------------------------------------------
 
-_SOURCES: dict = {}
+_SOURCES: list[dict] = []
+_SOURCES_LOCK = threading.Lock()
 
 
 def _sources() -> dict[str, bytes]:
-    """{file name: bytes} of every module of this package, read once per process."""
+    """{file name: bytes} of every module of this package, read once per process. Threads
+    whose first kernel calls come at once (the tokenizer's counting threads) wait for the
+    one that reads them: a half-read dictionary would give another digest."""
     if not _SOURCES:
-        _SOURCES.update((f.name, f.read_bytes()) for f in sorted(PACKAGE.glob("*.py")))
-    return _SOURCES
+        with _SOURCES_LOCK:
+            if not _SOURCES:
+                _SOURCES.append({f.name: f.read_bytes() for f in sorted(PACKAGE.glob("*.py"))})
+    return _SOURCES[0]
 
 
 def sources_digest() -> str:
