@@ -35,7 +35,8 @@ from pipeline import layout
 from pipeline.disk import check_out_path
 from pipeline.errors import ArgumentParser, StageError, run_stage
 from pipeline.tables import table
-from algorithms.minhash import MinHasher, band_hashes, candidate_probability, similarity
+from algorithms.minhash import (MinHasher, band_hashes, candidate_probability, jaccard, shingles,
+                                similarity)
 
 # Section 3.4's sentences, verbatim.
 A = "机器学习模型的训练过程需要大量的高质量语料数据来支撑最终的效果表现"
@@ -57,15 +58,6 @@ TUTORIAL_35 = {
     0.95: (0.990, 1.000, 1.000),
 }
 UNION = 400  # shingles in A ∪ B for the simulation: s * 400 is a whole, even-split number
-
-
-def shingles(text: str, n: int = 5) -> set[str]:
-    """The tutorial's shingles(): every n-character window of the text, as a set."""
-    return {text[i:i + n] for i in range(len(text) - n + 1)}
-
-
-def jaccard(a: set, b: set) -> float:
-    return len(a & b) / len(a | b) if a | b else 1.0
 
 
 def estimate_table(seed: int = 1, seeds: int = SEEDS) -> list[dict]:
