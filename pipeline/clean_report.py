@@ -24,11 +24,15 @@ import pyarrow.parquet as pq
 from algorithms import cleaning
 from algorithms.cleaning import Decider, LanguageRule, Recipe, Signals
 from algorithms.arrays import from_numpy, strings
+from pipeline import kept_store
+from pipeline.clean_flags import EXAMPLE_CHARS
+from pipeline.clean_signals import signal_deps
 from pipeline.disk import temporary_beside
+from pipeline.stage import Output
+from pipeline.sweep import carry_sweep_reports
 from pipeline.tables import human_bytes, markdown_table, pct, save_report, table
 from pipeline.units import Unit, fetch_rows, unit_offsets
 
-EXAMPLE_CHARS = 300
 
 
 def export_table(ids, recipe: Recipe, d: Decider | None, code: np.ndarray,
@@ -364,3 +368,44 @@ def signals_summary(results: list[dict], kept_summary: dict | None) -> dict:
         s.update(kept_summary)
     return s
 
+
+def stage_output(run, recipe: Recipe, results: list[dict], signals_dir: Path | None):
+    """What clean.py's run wrote, from its tasks' results: the kept signals' index, 2.3's
+    table and its report, the export (put in place once the output is committed), and
+    the lines printed after the commit."""
+    args, out = run.args, run.output
+    kept_summary = None
+    if signals_dir:
+        kept_summary = kept_store.write_index(signals_dir, signal_deps(run, recipe),
+                                              [r["signals"] for r in results])
+    signals = signals_summary(results, kept_summary)
+    example_texts(results, run.units, recipe, args.examples)
+    tot = merge(results, recipe, 0, args.examples)
+    rows = rule_rows(tot, recipe, args.warn_share)
+    write_reports(run.staging / "report", rows, tot, recipe, run.staged.config,
+                  args.warn_share, signals)
+    carry_sweep_reports(out, run.staging)
+
+    counts = {k: tot[k] for k in ("docs_in", "docs_out", "bytes_in", "bytes_out")}
+    counts["removed"] = dict(tot["removed"])
+    reused = sum(bool(r["file"].get("reused")) for r in results)
+    exported, outside = [], {}
+    if args.export_signals:   # in place once the output is committed
+        n, tmp = write_export(run.staging, run.units, Path(args.export_signals))
+        if tmp is not None:
+            outside[tmp] = Path(args.export_signals)
+        exported = [f"wrote {args.export_signals}: {n:,} documents, their verdict and "
+                    f"{len(recipe.signals())} signals (language-ID calls made "
+                    f"{signals['lid_calls_made']:,}, reused {signals['lid_calls_reused']:,}; "
+                    f"signals kept from earlier runs for {signals['tasks_reused']} of "
+                    f"{signals['tasks']} tasks)"]
+    return Output(
+        [r["file"] for r in results], counts,
+        extra={"rules": rows, "rule_keys": [r.key for r in recipe.rules],
+               "signals": {k: v for k, v in signals.items() if k != "notes"}},
+        summary=[stats_table(rows, tot), *notes_lines(rows, tot, recipe, args.warn_share),
+                 *(f"note: {line}" for line in signals["notes"][:5]), signals_line(signals),
+                 f"wrote {out}/ ({len(results)} shards"
+                 f"{f', {reused} reused unchanged' if reused else ''}), "
+                 f"{out}/report/clean_stats.md and removed examples in "
+                 f"{out}/report/removed_<rule>.jsonl", *exported], outside=outside)

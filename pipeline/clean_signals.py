@@ -9,11 +9,15 @@ removed rule is not read.
 
 from __future__ import annotations
 
+import sys
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from algorithms.cleaning import Signals
+from algorithms.cleaning import Recipe, Signals
 from pipeline import kept_store
+
+from .clean_flags import lid_path, model_record
 
 
 SIGNALS_VERSION = 2   # 2: the text's UTF-8 bytes are kept too (a sweep then reads no text)
@@ -60,3 +64,21 @@ def load_kept(sources: list[list[dict]], rows: int, rules
             sig.fill_from(got)
     return sig, notes, used
 
+
+def signal_deps(run, recipe: Recipe) -> dict:
+    """Everything the signals depend on: a change to any of these invalidates them."""
+    return {"version": SIGNALS_VERSION, "input_fingerprint": run.input_fingerprint,
+            "lid_model_xxh3_128": model_record(lid_path(run.args))["xxh3_128"],
+            "lid_chars": recipe.lid_chars}
+
+
+def signal_sources(run, recipe: Recipe) -> list:
+    """For every unit, the kept signal files that cover it (from the output's signals/
+    and from a sweep's side store); prints one line per store saying whether it is used."""
+    recorded = kept_store.recorded_index_digest(run.output, "signals")   # as its manifest says
+    found, notes = kept_store.sources(run.output, "signals",
+                                      {"signals": (signal_deps(run, recipe), False)}, run.units,
+                                      index_digests={"signals": recorded})
+    for line in notes:
+        print(line, file=sys.stderr)
+    return found["signals"]

@@ -3,13 +3,22 @@
 plan_sweep turns `--sweep NAME=V1,V2,...` into the recipes to judge (the run's own first)
 and, for each value, the recipe behind it; sweep_pairs names the neighbouring values whose
 documents that change fate the tasks collect; sweep_report and sweep_markdown make the
-printed tables and report/sweep.{json,md} from the tasks' tallies (pipeline.clean_report.merge).
+printed tables and report/sweep.{json,md} from the tasks' tallies (pipeline.clean_report.merge);
+sweep_run is clean.py's --sweep, from the flags to the printed tables.
 """
 
 from __future__ import annotations
 
+import sys
+
 from algorithms.cleaning import Recipe
-from pipeline.clean_report import merge
+from pipeline import clean_task, kept_store
+from pipeline.clean_flags import lid_path, parse_clean_sweep, recipe_of
+from pipeline.clean_report import example_texts, merge, signals_summary
+from pipeline.clean_signals import signal_deps, signal_sources
+from pipeline.stage import Run
+from pipeline.sweep import SweepRun
+from pipeline.units import describe
 from pipeline.tables import markdown_table, pct, snippet, table
 
 
@@ -132,3 +141,43 @@ def sweep_markdown(data: dict, names: list[str]) -> str:
                                         snippet(e["text"], 120)] for e in c["examples"]]), ""]
     return "\n".join(md)
 
+
+def sweep_run(run: Run, task) -> int:
+    """--sweep: judge every swept value on the same documents, print and save the tables.
+
+    Writes nothing the next stage reads: not the output, not its manifest. The signals
+    it measured go to a hidden store beside the output, where the next run finds them.
+    task: clean.py's task function, which judges every recipe on one unit.
+    """
+    args, base = run.args, recipe_of(run.args)
+    sweeps = [parse_clean_sweep(s, base) for s in args.sweep]
+    configs, plan = plan_sweep(base, sweeps)
+    pairs = [list(p) for p in sweep_pairs(plan)]
+    sw = SweepRun(run, "signals")
+    shown = len({i for p in plan for i in p["configs"]})   # the rows of the tables
+    print(f"sweep: {shown} threshold set{'s' if shown != 1 else ''} on {describe(run.units)}",
+          file=sys.stderr)
+    sources = signal_sources(run, base)
+    signals_dir = sw.kept / "signals"
+    sw.parallel("sweep", task, units=run.unit_dicts(), staging=str(sw.staging),
+                job=clean_task.job(configs, None, str(lid_path(args)), args.engine,
+                                   examples=args.examples, sources=sources,
+                                   signals_dir=str(signals_dir), pairs=pairs))
+    results = sw.results("clean")
+    kept = kept_store.write_index(signals_dir, signal_deps(run, base),
+                                  [r["signals"] for r in results])
+    example_texts(results, run.units, base, args.examples)
+    text, data = sweep_report(plan, configs, results, pairs, args.examples)
+    signals = signals_summary(results, kept)
+    data.update(seconds=sw.seconds, signals={k: v for k, v in signals.items() if k != "notes"},
+                base=base.config())
+    # anything new (a task with no kept signals, a signal it lacked, a language-ID call)
+    # is kept beside the output for the next run
+    measured = bool(signals["lid_calls_made"]) or any(
+        not r["signals_reused"] or r["signals_measured"] for r in results)
+    wrote = sw.finish(data, sweep_markdown(data, [r.name for r in base.rules]), measured)
+    print(text)
+    print(f"language ID calls made {signals['lid_calls_made']:,}, reused "
+          f"{signals['lid_calls_reused']:,}; {data['seconds']:.1f} s")
+    print(wrote)
+    return 0

@@ -186,7 +186,7 @@ def test_stage_on_sample_counts_and_reports(cleaned, sample_rows):
         by_id = {r["id"]: r for r in sample_rows}
         for e in ex:
             assert MEANT_FOR[by_id[e["id"]]["planted"]] == rule
-            assert e["text"] == by_id[e["id"]]["text"][:clean.EXAMPLE_CHARS]  # in characters
+            assert e["text"] == by_id[e["id"]]["text"][:clean_report.EXAMPLE_CHARS]  # in characters
             assert e["value"]
     ex = json.loads((out / "report" / "removed_lang.jsonl").read_text().splitlines()[0])
     assert set(ex["value"]) == {"lang", "conf"}
