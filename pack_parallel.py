@@ -46,32 +46,29 @@ from __future__ import annotations
 import pipeline  # noqa: F401  (first, before numpy: see pipeline/__init__.py)
 
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
 
 from algorithms import packing
-from algorithms.loader import write_val_ids
-from algorithms.packing import TOKEN_BINS, NotConvertible, doc_lengths, get_encoder
-from algorithms.tokenizer_file import (check_fits_uint16, eos_id, load_tokenizer)
-from pipeline import layout
 from algorithms.arrays import to_numpy
+from algorithms.ids import id_hashes
+from algorithms.packing import TOKEN_BINS, doc_lengths, get_encoder
+from algorithms.tokenizer_file import check_fits_uint16, eos_id, load_tokenizer
+from pipeline import layout
 from pipeline.errors import StageError, run_stage
 from pipeline.manifest import MANIFEST
+from pipeline.pack_check import build_encoders, choose_encoder
+from pipeline.pack_report import REPORT_DIR, merge_counts, summary, write_reports
 from pipeline.progress import task_progress
-from algorithms.ids import id_hashes
-from pipeline.pack_check import SampleCheck
-from pipeline.shards import (HashingFile, file_digest, file_record, ids_with_hash, iter_batches,
-                             stage_shards)
+from pipeline.shards import HashingFile, file_digest, file_record, ids_with_hash, iter_batches
 from pipeline.stage import Output, Run, Stage
-from pipeline.tables import human_bytes, markdown_table, save_report, size_arg, table
+from pipeline.tables import size_arg
 from pipeline.task_results import save_task_result
 from pipeline.units import Unit, read_unit
 
 MANIFEST_NAME = layout.PACK_MANIFEST
-REPORT_DIR = "pack_report"
 VAL_IDS = f"{REPORT_DIR}/val_ids.txt"
 PARTS = "_parts"
 
@@ -177,23 +174,7 @@ def run(run: Run) -> Output:
     eos = eos_id(tok, args.tokenizer)
     with run.phase("split"):
         threshold, n_docs, n_val = val_split(run.shards, args.val_ratio, args.seed)
-    kind, enc_info = fast_or_hf(args)
-    check = identity_check(args, run.shards) if kind in packing.FAST_ENCODERS else None
-    if kind in packing.FAST_ENCODERS:   # what the check compared (nothing with --check-bytes 0)
-        enc_info.update(checked_docs=0, checked_bytes=0, check_seconds=0.0)
-    if check is not None:   # the fast encoder against HF on the sample, before any task
-        with run.phase("identity_check"):
-            bad = check.difference(get_encoder(str(args.tokenizer), kind))
-        enc_info.update(checked_docs=len(check.texts),
-                        checked_bytes=sum(len(t.encode("utf-8")) for t in check.texts),
-                        check_seconds=check.seconds)
-        if bad is not None:
-            why = (f"{kind} ids differ from HF on sample document {bad} "
-                   f"({check.texts[bad][:60]!r})")
-            if args.encoder != "auto":
-                raise StageError(f"--encoder {kind}: {why}")
-            print(f"warning: {why}; encoding with HF tokenizers (slower)", file=sys.stderr)
-            kind, enc_info = "hf", {**enc_info, "fallback": why}
+    kind, enc_info = choose_encoder(run)    # the fast one, if it gives HF's ids here
     results = encode(run, kind, threshold)
     # tasks in forked workers that used the encoder built before the fork (build_encoders)
     enc_info["tasks_with_inherited_encoder"] = sum(bool(r.get("inherited")) for r in results)
@@ -226,90 +207,6 @@ def run(run: Run) -> Output:
                   summary=[summary(counts, run.staged.timings, args.output)])
 
 
-def fast_or_hf(args) -> tuple[str, dict]:
-    """The encoder to try: the fast one asked for (auto: numba) when the tokenizer converts
-    to it; else HF, with a warning (an explicitly requested fast encoder that cannot be
-    used is an error instead). The encoder is built here and kept (packing.get_encoder):
-    a task run in this process, or forked from it, uses it as it is."""
-    info = {"requested": args.encoder}
-    if args.engine == "reference":   # 5.5's encode_shard: HF's encode, document by document
-        return "reference", info
-    if args.encoder == "hf":
-        return "hf", info
-    kind = "numba" if args.encoder == "auto" else args.encoder
-    try:
-        get_encoder(str(args.tokenizer), kind)   # built once per process, kept
-    except NotConvertible as e:
-        if args.encoder != "auto":
-            raise e
-        print(f"warning: {e}; encoding with HF tokenizers (slower)", file=sys.stderr)
-        return "hf", {**info, "fallback": e.why}
-    return kind, info
-
-
-# the identity check started before the pool (build_encoders), for the run it was made
-# for, and the interpreter's switch interval to put back once its thread has ended
-_CHECK: dict = {}
-_SWITCH: list = []
-CHECK_SWITCH_S = 0.0005
-
-
-def identity_check(args, shards: list[Path]) -> SampleCheck | None:
-    """The identity check of this run: the one build_encoders started, or one started
-    now; None with --check-bytes 0."""
-    check = _CHECK.pop(check_key(args, shards), None)
-    if check is not None:
-        overlap_ended(check)
-    elif args.check_bytes > 0:
-        check = SampleCheck(shards, args.check_bytes, args.tokenizer)
-    return check
-
-
-def check_key(args, shards: list[Path]) -> tuple:
-    """What a started check was made for: the tokenizer, the sample's size, the input."""
-    return str(args.tokenizer), args.check_bytes, tuple(map(str, shards))
-
-
-def overlap_ended(check: SampleCheck) -> None:
-    """Wait for the check's thread, then give the interpreter its switch interval back."""
-    check.join()
-    if _SWITCH:
-        sys.setswitchinterval(_SWITCH.pop())
-
-
-def build_encoders(args):
-    """Before the worker pool is forked: the fast encoder every task builds the same way,
-    built once here, so that the workers inherit it instead of each building it (about
-    0.3 s a worker); and the identity check's HF side, begun in a thread meanwhile (it
-    reads the input before this run locks it: only the sample's choice could change,
-    never the output). Returns what the pool calls right before it forks: wait for that
-    thread. A tokenizer that does not convert is reported later, by fast_or_hf."""
-    # no HF thread pool in a process that forks its workers (a forked worker would wait
-    # on the pool's threads forever); the check has a core of its own, each worker too
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    _CHECK.clear()
-    if _SWITCH:
-        sys.setswitchinterval(_SWITCH.pop())
-    kind = "numba" if args.encoder == "auto" else args.encoder
-    if kind == "hf" or args.engine == "reference":
-        return None
-    shards = stage_shards(args.input)
-    check = SampleCheck(shards, args.check_bytes, args.tokenizer) \
-        if args.check_bytes > 0 else None
-    if check is not None:
-        _CHECK[check_key(args, shards)] = check
-        # the thread needs the GIL back for a moment after each call into Arrow and HF;
-        # with the default 5 ms it waited that long for this thread's imports each time
-        # (1 MB checked in 0.55 s instead of 0.38 beside them)
-        _SWITCH.append(sys.getswitchinterval())
-        sys.setswitchinterval(CHECK_SWITCH_S)
-    try:
-        get_encoder(str(args.tokenizer), kind)
-    except NotConvertible:
-        pass
-    return (lambda: overlap_ended(check)) if check is not None else None
-
-
 def encode(run: Run, kind: str, threshold: int) -> list[dict]:
     """The encode phase: one task per unit."""
     a = run.args
@@ -317,80 +214,6 @@ def encode(run: Run, kind: str, threshold: int) -> list[dict]:
                  tokenizer=str(a.tokenizer), encoder=kind, seed=a.seed, threshold=threshold,
                  batch_rows=a.batch_rows)
     return run.results("pack")
-
-
-def merge_counts(results: list[dict], n_docs: int, n_val: int, eos: int, kind: str, tok,
-                 tok_path: str, tok_hash: str, output: str) -> dict:
-    split = {s: {k: sum(r[s][k] for r in results) for k in ("docs", "tokens", "eos", "bytes")}
-             for s in ("train", "val")}
-    docs_in = sum(r["docs_in"] for r in results)
-    nulls = sum(r["null_text"] for r in results)
-    if docs_in != n_docs:
-        raise StageError(f"the shards changed while packing ({n_docs} then {docs_in} documents); "
-                         "rerun pack_parallel.py")
-    docs_out = split["train"]["docs"] + split["val"]["docs"]
-    tokens = split["train"]["tokens"] + split["val"]["tokens"]
-    bytes_out = split["train"]["bytes"] + split["val"]["bytes"]
-    return {
-        "docs_in": docs_in, "docs_out": docs_out, "bytes_in": bytes_out, "bytes_out": bytes_out,
-        "removed": {"null text": nulls} if nulls else {},
-        "train": split["train"], "val": split["val"],
-        "val_docs_chosen": n_val,
-        "tokens": tokens, "eos": split["train"]["eos"] + split["val"]["eos"],
-        "bytes_per_token": round(bytes_out / tokens, 4) if tokens else None,
-        "dtype": "uint16", "eos_id": eos, "encoder": kind,
-        # the path is relative to the output folder, like the input manifest's, so a
-        # copied or moved data/ folder still finds its own tokenizer
-        "tokenizer": {"path": os.path.relpath(Path(tok_path).resolve(), Path(output).resolve()),
-                      "xxh3_128": tok_hash,
-                      "vocab_size": tok.get_vocab_size(with_added_tokens=True)},
-    }
-
-
-def summary_rows(counts: dict) -> list[list]:
-    rows = []
-    for s in ("train", "val"):
-        c = counts[s]
-        rows.append([f"{s}.bin", c["docs"], c["tokens"], c["eos"], human_bytes(c["bytes"]),
-                     human_bytes(2 * c["tokens"])])
-    rows.append(["total", counts["docs_out"], counts["tokens"], counts["eos"],
-                 human_bytes(counts["bytes_out"]), human_bytes(2 * counts["tokens"])])
-    return rows
-
-
-HEADERS = ["file", "documents", "tokens", "EOS", "text", "on disk"]
-
-
-def write_reports(folder: Path, counts: dict, results: list[dict], val_ids: list[str],
-                  enc_info: dict) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    per_task = [[f"{r['shard']} rows {r['rows'][0]:,}-{r['rows'][1]:,}", r["train"]["docs"],
-                 r["val"]["docs"], r["train"]["tokens"], r["val"]["tokens"], r["null_text"]]
-                for r in results]
-    hist = np.sum([r["tokens_per_doc_hist"] for r in results], axis=0).tolist()
-    md = ["# pack_parallel.py", "", markdown_table(HEADERS, summary_rows(counts)), "",
-          f"encoder: {counts['encoder']} ({enc_info})", "",
-          f"bytes per token: {counts['bytes_per_token']}", "", "## Per task", "",
-          markdown_table(["input rows", "train docs", "val docs", "train tokens", "val tokens",
-                          "null text"], per_task)]
-    save_report(folder, "pack_stats", {
-        "counts": counts, "encoder": enc_info,
-        "tokens_per_doc": {"bins": TOKEN_BINS.tolist(), "counts": hist},
-        "tasks": [{k: v for k, v in r.items() if k not in ("val_ids", "tokens_per_doc_hist")}
-                  for r in results]}, "\n".join(md))
-    write_val_ids(folder / "val_ids.txt", val_ids)
-
-
-def summary(counts: dict, timings: dict, output: str) -> str:
-    secs = timings.get("encode") or 0
-    rate = f"{counts['bytes_out'] / secs / 1e6:.1f} MB/s" if secs else "-"
-    return "\n".join([
-        table(HEADERS, summary_rows(counts)),
-        f"encoder {counts['encoder']}, {counts['bytes_per_token']} bytes/token, "
-        f"EOS id {counts['eos_id']}, encode {secs:.1f} s ({rate} over all workers)",
-        f"wrote {output}/train.bin, {output}/val.bin, {output}/{MANIFEST_NAME} and "
-        f"{output}/{REPORT_DIR}/ (pack_stats, val_ids.txt)",
-    ])
 
 
 def flags(p, argv) -> None:

@@ -351,11 +351,11 @@ def test_tokenizer_that_does_not_convert_falls_back_to_hf(tok_path, tmp_path):
     p.write_text(json.dumps(spec))
     tok = load_tokenizer(p)
     assert to_tiktoken(tok) is None and BpeEncoder.from_tokenizer(tok) is None
-    kind, info = pp.fast_or_hf(argparse.Namespace(encoder="auto", tokenizer=str(p)))
+    kind, info = pack_check.fast_or_hf(argparse.Namespace(encoder="auto", tokenizer=str(p), engine="fast"))
     assert kind == "hf" and "normalizer" in info["fallback"]
     for kind in ("numba", "tiktoken"):
         with pytest.raises(ValueError, match="does not convert"):
-            pp.fast_or_hf(argparse.Namespace(encoder=kind, tokenizer=str(p)))
+            pack_check.fast_or_hf(argparse.Namespace(encoder=kind, tokenizer=str(p), engine="fast"))
 
 
 def _pack_here(raw: Path, out: Path, tok: Path, *extra) -> dict:
@@ -420,27 +420,27 @@ def test_the_check_runs_beside_the_set_up_and_ends_before_the_pool_forks(
 
     from conftest import ROOT
 
-    args = argparse.Namespace(encoder="auto", tokenizer=str(tok_path), check_bytes=50_000,
+    args = argparse.Namespace(encoder="auto", tokenizer=str(tok_path), check_bytes=50_000, engine="fast",
                               input=str(sample_layout / "raw"))
     before = os.environ.get("TOKENIZERS_PARALLELISM")
     switch = sys.getswitchinterval()
     try:
-        ready = pp.build_encoders(args)
-        (check,) = pp._CHECK.values()
+        ready = pack_check.build_encoders(args)
+        (check,) = pack_check._CHECK.values()
         # the thread gets the GIL back sooner while it runs, and the interval is put back
-        assert sys.getswitchinterval() == pytest.approx(pp.CHECK_SWITCH_S)
+        assert sys.getswitchinterval() == pytest.approx(pack_check.CHECK_SWITCH_S)
         ready()
         assert sys.getswitchinterval() == switch
         assert not check._thread.is_alive() and check.texts and len(check.hf_ids) == len(check.texts)
         assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
         shards = sorted((sample_layout / "raw").glob("*.parquet"))
-        assert pp.identity_check(args, shards) is check and not pp._CHECK   # used once
-        assert pp.identity_check(args, shards) is not check                # then a new one
-        pp.build_encoders(args)   # no pool forked (Ray, say): the run's check puts it back
-        pp.identity_check(args, shards)
+        assert pack_check.identity_check(args, shards) is check and not pack_check._CHECK  # once
+        assert pack_check.identity_check(args, shards) is not check   # then a new one
+        pack_check.build_encoders(args)   # no pool forked (Ray, say): the run's check puts it back
+        pack_check.identity_check(args, shards)
         assert sys.getswitchinterval() == switch
     finally:
-        pp._CHECK.clear()
+        pack_check._CHECK.clear()
         sys.setswitchinterval(switch)
         if before is None:
             os.environ.pop("TOKENIZERS_PARALLELISM", None)
@@ -814,9 +814,9 @@ LOG = os.environ["NUMBA_WATCH_LOG"]
 class Watch:
     def find_spec(self, name, path=None, target=None):
         if name == "numba":
-            main = sys.modules.get("__main__")
+            check = sys.modules.get("pipeline.pack_check")
             with open(LOG, "a") as f:
-                f.write(f"{os.getpid()} {len(getattr(main, '_CHECK', None) or ())}\\n")
+                f.write(f"{os.getpid()} {len(getattr(check, '_CHECK', None) or ())}\\n")
         return None
 sys.meta_path.insert(0, Watch())
 script = sys.argv[1]
