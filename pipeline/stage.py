@@ -27,10 +27,10 @@ a report beside the output.
     def main(argv=None):
         return STAGE.main(argv)
 
-verify.py and report.py read a whole data folder, every stage's output in it, and write a
-report rather than an output folder: a ReportStage (at the end of this file) gives them
-the same life cycle, for that: its flags, checked in one line each, the pool, the locks on
-what they read, and their report written whole, with the run's resources.
+verify.py and report.py read a whole data folder (every stage's output in it) and write a
+report rather than an output folder: ReportStage, at the end of this file, runs them
+through the same steps for that (the flags checked in one line each, the pool, shared
+locks on what they read, their run, then the report written whole with the resources).
 
     STAGE = ReportStage("verify", __doc__, run, flags=flags, check=check, locks=locks, ...)
 """
