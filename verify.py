@@ -94,8 +94,9 @@ def run(run: ReportRun) -> ReportOutput:
         for i, fn in enumerate(CHECKS):
             t = time.time()
             items.append(run_check(fn, i + 1, ctx))
-            seconds[str(i + 1)] = round(time.time() - t, 3)   # the scan's time goes to the first item that needs it
-    finally:
+            # the scan's time goes to the first item that needs it
+            seconds[str(i + 1)] = round(time.time() - t, 3)
+    finally:   # the work folder goes while its lock is held
         shutil.rmtree(ctx.data / SCAN, ignore_errors=True)
     print(render_terminal(items))
     return ReportOutput(render_markdown(items, ctx.data) + "\n", data=report_data(items, ctx.data),
