@@ -10,6 +10,7 @@ and the tasks that finished before the failure are kept for the rerun.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -183,3 +184,42 @@ def check_report_path(path: Path, flag: str, suffix: str, starts: str) -> None:
         if starts not in head:
             raise StageError(f"{flag} {path}: exists and is not a report this script wrote; "
                              "name a new file or remove it first")
+
+
+def report_write_failed(e: OSError, path: Path, report: Path) -> StageError:
+    """The one line for a write of a report's own that failed (verify's work folder, a
+    report or the file beside it): the path, why, and that the previous report is kept. A
+    StageError, so exit 2 as every stage's write errors: verify's exit 1 says a check
+    FAILed, which a full disk says nothing about."""
+    why = WRITE_ERRORS.get(e.errno) or IN_THE_WAY.get(e.errno) or e.strerror or str(e)
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        with contextlib.suppress(OSError):
+            why += f" ({human_bytes(free_bytes(path.parent))} free)"
+    kept = (f"the previous report {display_path(report)} is unchanged" if report.is_file()
+            else "no report was written")
+    return StageError(f"cannot write {display_path(path)}: {why}; {kept}")
+
+
+def replace_whole(files: dict[Path, bytes]) -> None:
+    """Write a report (the first of `files`) and the files beside it, each whole under a
+    name of its own (temporary_beside) before any is renamed over its path: a write that
+    fails (a full disk, a size limit, a read-only folder) leaves the previous files as
+    they were, without temporary files, and stops with one line (report_write_failed)
+    instead of a traceback."""
+    report = next(iter(files))
+    tmps = {path: temporary_beside(path) for path in files}
+    where = report
+    try:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        for path, body in files.items():
+            where = path
+            with open(tmps[path], "xb") as f:
+                f.write(body)
+        for path, tmp in tmps.items():
+            where = path
+            os.replace(tmp, path)
+    except OSError as e:
+        for tmp in tmps.values():
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+        raise report_write_failed(e, where, report) from None

@@ -26,6 +26,13 @@ a report beside the output.
 
     def main(argv=None):
         return STAGE.main(argv)
+
+verify.py and report.py read a whole data folder (every stage's output in it) and write a
+report rather than an output folder: ReportStage, at the end of this file, runs them
+through the same steps for that (the flags checked in one line each, the pool, shared
+locks on what they read, their run, then the report written whole with the resources).
+
+    STAGE = ReportStage("verify", __doc__, run, flags=flags, check=check, locks=locks, ...)
 """
 
 from __future__ import annotations
@@ -35,18 +42,20 @@ import json
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Callable
 
 from . import collector, layout
-from .disk import check_out_path, register
+from .disk import check_out_path, check_report_path, register, replace_whole
 from .errors import ArgumentParser, InputError, StageError, refusal
 from .executors import add_executor_args, check_executor
 from .local_pool import start_pool_early
 from .lock import FolderLock, lock_all
 from .manifest import MANIFEST, check_input
+from .progress import cpu_seconds, peak_rss_mb
 from .shards import list_shards, open_shard, stage_shards
 from .staging import RUN_KEY, StageRun, add_force_arg, current_manifest, staging_path
 from .task_results import load_task_results
@@ -433,3 +442,138 @@ def unit_bytes_on_disk(units: list[Unit]) -> int:
         total += int(size * sum(u.rows for u in us) / rows)
     return total
 
+
+# -- a stage that reads a whole data folder and writes a report -----------------------------
+
+@dataclass
+class ReportOutput:
+    """What a report stage's run made: the report (written at --output), its data (written
+    as JSON beside it, the report's name with .json, with the run's resources; None: no
+    JSON), the stage's own figures added to those resources, the lines printed once the
+    files are written (notes and warnings to stderr) and the exit status."""
+    text: str | bytes
+    data: dict | None = None
+    resources: dict = field(default_factory=dict)
+    summary: list[str] = field(default_factory=list)
+    status: int = 0
+
+
+class ReportRun:
+    """One run of a report stage, as its `run` function sees it: the flags, the data
+    folder, the report's path, and the resources of its parallel phases (`phases`, as
+    pipeline.executors.run_tasks returns them)."""
+
+    def __init__(self, stage: "ReportStage", args: argparse.Namespace, t0: float):
+        self.stage, self.args, self.t0 = stage, args, t0
+        self.data = Path(args.data_dir)
+        self.output = Path(args.output)
+        self.phases: dict = {}
+
+    def resources(self, **extra) -> dict:
+        """Time, CPU and memory so far: the driver's, and the tasks' of every phase."""
+        return {"wall_s": round(time.time() - self.t0, 3), "driver_cpu_s": cpu_seconds(),
+                "worker_cpu_s": sum(p.get("worker_cpu_s", 0) for p in self.phases.values()),
+                "driver_peak_rss_mb": peak_rss_mb(), "phases": self.phases, **extra}
+
+
+class ReportStage:
+    """A stage that reads a whole data folder and writes a report beside it (verify.py's
+    checklist, report.py's page), in this order (`main`):
+
+     1. read the flags: --input (also --data-dir: the data folder), --output (the report),
+        the executor's for a stage with parallel phases, and the stage's own; check them
+        (the data folder is one; the output is a new file or a report this stage wrote,
+        and so is the JSON beside it); start the worker pool;
+     2. take its locks (`locks`: shared ones on what it reads; all or none);
+     3. call the stage's `run`, then release the locks;
+     4. write the report and its data, each whole under a temporary name before either
+        replaces the previous one (pipeline.disk.replace_whole: a failed write is one line
+        and keeps the previous report); print the summary; exit with the run's status.
+
+    run(run) -> ReportOutput (required). flags(parser, argv), check(args): as Stage's.
+    locks(run) -> the FolderLock takes (callables) of the run. report: the report's name in
+    the data folder (its suffix is the one --output must have) and what an existing report
+    holds in its first lines (or --output is refused: it could be any file); data_head:
+    the same for the JSON beside it, for a stage that writes one.
+    """
+
+    def __init__(self, name: str, doc: str, run: Callable[[ReportRun], ReportOutput], *,
+                 report: tuple[str, str], data_head: str | None = None,
+                 flags: Callable | None = None, check: Callable | None = None,
+                 locks: Callable[[ReportRun], list] | None = None, parallel: bool = False,
+                 output_flags: tuple[str, ...] = ("--output",), input_help: str | None = None,
+                 output_help: str | None = None):
+        self.name, self.doc, self.run_fn = name, doc, run
+        self.script = f"{name}.py"
+        self.report_name, self.report_head = report
+        self.data_head = data_head
+        self.flags_fn, self.check_fn, self.locks_fn = flags, check, locks
+        self.parallel = parallel   # its run has phases on the executor: the executor's flags
+        self.output_flags = output_flags
+        self.input_help, self.output_help = input_help, output_help
+
+    def parser(self, argv: list[str] | None = None) -> argparse.ArgumentParser:
+        p = ArgumentParser(description=self.doc.split("\n\n")[0],
+                           formatter_class=argparse.RawDescriptionHelpFormatter,
+                           epilog=self.doc.split("\n\n", 1)[1] if "\n\n" in self.doc else None)
+        p.add_argument("--data-dir", "--input", dest="data_dir", default=str(layout.DATA),
+                       help=self.input_help or f"the data folder (default: {layout.DATA})")
+        p.add_argument(*self.output_flags, dest="output", default=None,
+                       metavar=self.output_flags[0].lstrip("-").upper(),
+                       help=self.output_help or f"default: DATA_DIR/{self.report_name}")
+        if self.flags_fn:
+            self.flags_fn(p, argv)
+        if self.parallel:
+            add_executor_args(p)
+        return p
+
+    def parse(self, argv: list[str] | None) -> argparse.Namespace:
+        args = self.parser(argv).parse_args(argv)
+        if self.parallel:
+            if args.workers < 1 or not 0 < args.task_mb < float("inf"):   # NaN is not above 0
+                raise StageError(f"--workers {args.workers} / --task-mb {args.task_mb}: "
+                                 "--workers must be at least 1 and --task-mb positive")
+            check_executor(args)
+        if not Path(args.data_dir).is_dir():
+            raise StageError(f"--data-dir {args.data_dir} is not a folder; run the pipeline "
+                             "first (make demo)")
+        if self.check_fn:
+            self.check_fn(args)
+        # the report, and the JSON beside it: written whole over their paths, so neither
+        # may be another file (a shard, a manifest, a packed .bin given by mistake)
+        args.output = Path(args.output) if args.output else Path(args.data_dir) / self.report_name
+        check_out_path("--output", args.output, folder=False)
+        check_report_path(args.output, "--output", Path(self.report_name).suffix,
+                          self.report_head)
+        if self.data_head is not None:
+            check_report_path(args.output.with_suffix(".json"), "--output (its .json)",
+                              ".json", self.data_head)
+        return args
+
+    def main(self, argv: list[str] | None = None) -> int:
+        t0 = time.time()
+        collector.pause(freeze=collector.running_as(self.script))   # until set up
+        try:
+            args = self.parse(argv)
+            if self.parallel:
+                start_pool_early(args)
+        finally:
+            collector.resume()
+        run = ReportRun(self, args, t0)
+        locks = lock_all(self.locks_fn(run)) if self.locks_fn else []
+        try:
+            out = self.run_fn(run)
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+        text = out.text.encode("utf-8") if isinstance(out.text, str) else out.text
+        files = {run.output: text}
+        if out.data is not None:
+            data = {**out.data, "resources": run.resources(**out.resources)}
+            files[run.output.with_suffix(".json")] = \
+                (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+        replace_whole(files)
+        for line in out.summary:   # notes and warnings to stderr, the rest to stdout
+            print(line, file=sys.stderr if line.startswith(("note:", "warning:", "WARNING"))
+                  else sys.stdout)
+        return out.status

@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 from conftest import SAMPLE, run_script, snapshot
 from hub_server import HubServer
 from pipeline.manifest import read_manifest
+from pipeline.report.header import config_note
 from pipeline.shards import list_shards
 
 from pipeline.sources import write_shards
-import report
 
 PROSE = ("Data engineering turns raw web text into training tokens. Each stage reads the "
          "previous stage's output and explains what it removed. ")
@@ -195,7 +195,7 @@ def test_hub_dataset_comes_from_one_commit_and_an_unchanged_rerun_fetches_nothin
         assert _raw_texts(out) == a + b
         m = read_manifest(out / "manifest.json")
         assert m["config"]["source"]["commit"] == sha and m["counts"]["rows"] == 50
-        assert f"{repo} at commit {sha[:12]}" in report.config_note("download_data", m)
+        assert f"{repo} at commit {sha[:12]}" in config_note("download_data", m)
         fetched = [r for r in hub.requests if "/resolve/" in r]
         assert fetched and all(f"/resolve/{sha}/" in r for r in fetched)   # never "main"
         assert not list(dl.rglob("*.parquet"))                 # each deleted once re-sharded
@@ -238,7 +238,7 @@ def test_hub_dataset_comes_from_one_commit_and_an_unchanged_rerun_fetches_nothin
     mpath.write_text(json.dumps(old))
     cp = run_script("download_data.py", *args, env=env, check=False)
     assert cp.returncode == 2 and "still holds a download of it (51 rows" in cp.stderr
-    assert "commit" not in report.config_note("download_data", old)
+    assert "commit" not in config_note("download_data", old)
 
 
 def test_hub_download_resumes_through_a_mirror(tmp_path):

@@ -23,9 +23,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import run_script
-
-import report
+from conftest import ROOT, run_script
+from pipeline.report.charts import RC, log_scale, near_threshold, new_figure, similarity_split
+from pipeline.report.diff import diff_pair, side_by_side
+from pipeline.report.header import config_note
+from pipeline.report.html import badge, esc, pre, show_text, table, visible
+from pipeline.report.state import STAGES, TOOLS, stage_state
 
 SECTIONS = ["funnel", "cleaning", "dedup", "tokenizer", "pack"]
 HOSTILE = "<script>alert(1)</script></div>\x00\x07\x1b evil \u202e tail"
@@ -114,7 +117,7 @@ def test_full_run_shows_every_section_fresh(full_run):
     assert page.depth_errors == 0
     for sid in SECTIONS:
         assert page.sections.get(sid) == "ok", (sid, page.sections)
-    assert set(page.stages) == {s.key for s in report.STAGES + report.TOOLS}
+    assert set(page.stages) == {s.key for s in STAGES + TOOLS}
     assert set(page.stages.values()) == {"ok"}, page.stages
     assert page.boxes == []                       # nothing missing, nothing stale
     text = page.all_text
@@ -448,12 +451,12 @@ def test_a_tool_that_read_a_stale_stage_is_stale(full_run, tmp_path):
 # --- hostile text ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("render", [
-    lambda s: report.show_text(s),
-    lambda s: report.esc(s),
-    lambda s: report.pre(s),
-    lambda s: report.table(["h"], [[s]]),
-    lambda s: report.diff_pair(s, "x " + s)[0] + report.diff_pair(s, "x " + s)[1],
-    lambda s: report.side_by_side(report.esc(s), s, report.esc(s), s + " more"),
+    lambda s: show_text(s),
+    lambda s: esc(s),
+    lambda s: pre(s),
+    lambda s: table(["h"], [[s]]),
+    lambda s: diff_pair(s, "x " + s)[0] + diff_pair(s, "x " + s)[1],
+    lambda s: side_by_side(esc(s), s, esc(s), s + " more"),
 ])
 def test_rendering_escapes_markup_and_shows_controls(render):
     for s in (HOSTILE, "a\ud800b\x85c\u2028d&amp;", "</pre></div><img src=x onerror=alert(1)>"):
@@ -464,11 +467,11 @@ def test_rendering_escapes_markup_and_shows_controls(render):
         page = Page(f"<div>{out}</div>")
         assert page.depth_errors == 0 and {t for t, _ in page.tags} <= {
             "div", "pre", "span", "del", "ins", "table", "thead", "tbody", "tr", "th", "td", "p"}
-    shown = report.show_text(HOSTILE)
+    shown = show_text(HOSTILE)
     assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;/div&gt;" in shown
     assert "\u2400\u2407\u241b" in shown and "U+202E" in shown   # ␀ ␇ ␛, the bidi override
-    assert report.show_text("x" * 1000, 100).count("x") == 100 and "+900" in \
-        report.show_text("x" * 1000, 100)
+    assert show_text("x" * 1000, 100).count("x") == 100 and "+900" in \
+        show_text("x" * 1000, 100)
 
 
 def test_hostile_document_is_escaped_end_to_end(tmp_path):
@@ -576,16 +579,16 @@ def test_a_folder_no_stage_wrote_into_is_one_line_error(layout_copy, tmp_path):
 def test_near_threshold_counts_each_side():
     edges = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 1.0]
     counts = [5, 4, 3, 2, 1, 10]
-    n = report.near_threshold(edges, counts, 0.3, "above", log=False)
+    n = near_threshold(edges, counts, 0.3, "above", log=False)
     # "above": a value equal to 0.3 is kept, so the bin [0.3, 0.4) holds both sides
     assert n["removed_side"] == 11 and n["kept_side"] == 12 and n["straddling"] == 2
     assert n["near_kept"] == 3 and n["near_removed"] == 0    # bins within 0.1 of 0.3
-    n = report.near_threshold(edges, counts, 0.3, "below", log=False)
+    n = near_threshold(edges, counts, 0.3, "below", log=False)
     assert n["removed_side"] == 12 and n["kept_side"] == 13 and n["straddling"] == 0
     # the window stays within the histogram: "0 to 0.1" for a threshold of 0, not "-0.1"
-    assert report.near_threshold(edges, counts, 0.0, "above", log=False)["window"] == (0.0, 0.1)
-    assert report.near_threshold(edges, counts, 1.0, "below", log=False)["window"] == (0.9, 1.0)
-    n = report.near_threshold([0, 10, 100, 200, 400, 1000], [1, 2, 3, 4, 5], 200, "below",
+    assert near_threshold(edges, counts, 0.0, "above", log=False)["window"] == (0.0, 0.1)
+    assert near_threshold(edges, counts, 1.0, "below", log=False)["window"] == (0.9, 1.0)
+    n = near_threshold([0, 10, 100, 200, 400, 1000], [1, 2, 3, 4, 5], 200, "below",
                               log=True)
     assert n["removed_side"] == 6 and n["near_removed"] == 3 and n["near_kept"] == 4
     # 0.8 - 0.1 is 0.7000000000000001 in floats: the bin from 0.70 is still near 0.8
@@ -593,7 +596,7 @@ def test_near_threshold_counts_each_side():
     counts = [0] * 50
     counts[35] = 1                                   # [0.70, 0.72)
     counts[45] = 2                                   # [0.90, 0.92): outside the window
-    n = report.near_threshold(edges, counts, 0.8, "below", log=False)
+    n = near_threshold(edges, counts, 0.8, "below", log=False)
     assert n["near_removed"] == 1 and n["removed_side"] == 1 and n["straddling"] == 0
     assert n["near_kept"] == 0 and n["kept_side"] == 2
     # a signal that is no share (a mean word length, bins 0.5 wide from 0 to 15): the
@@ -601,7 +604,7 @@ def test_near_threshold_counts_each_side():
     edges = np.linspace(0, 15, 31).tolist()
     counts = [0] * 30
     counts[4], counts[5], counts[6], counts[20] = 3, 4, 5, 9   # [2, 2.5), [2.5, 3), [3, 3.5)
-    n = report.near_threshold(edges, counts, 3.0, "below", log=False)
+    n = near_threshold(edges, counts, 3.0, "below", log=False)
     assert n["window"] == (1.5, 4.5)
     assert n["near_removed"] == 7 and n["near_kept"] == 5 and n["kept_side"] == 14
 
@@ -610,22 +613,22 @@ def test_similarity_split_takes_the_stages_count_inside_a_bin():
     e = np.linspace(0, 1, 51)
     c = np.zeros(50)
     c[40], c[41], c[45] = 3, 5, 7         # [0.80, 0.82), [0.82, 0.84), [0.90, 0.92)
-    left, inside, rej, acc = report.similarity_split(e, c, 0.83, 4)   # 1 of the 5 below 0.83
+    left, inside, rej, acc = similarity_split(e, c, 0.83, 4)   # 1 of the 5 below 0.83
     assert (rej, acc) == (4, 11) and inside.sum() == 1 and inside[41]
-    left, inside, rej, acc = report.similarity_split(e, c, 0.84, None)
+    left, inside, rej, acc = similarity_split(e, c, 0.84, None)
     assert (rej, acc) == (8, 7) and not inside.any()
 
 
 def test_config_note_names_what_download_read():
     local = {"config": {"dataset": None, "source": {"local": "corpus/*.jsonl", "files": []}}}
-    assert report.config_note("download_data", local) == "local files corpus/*.jsonl"
+    assert config_note("download_data", local) == "local files corpus/*.jsonl"
     hub = {"config": {"dataset": "tinystories", "source": {"hub": "r/ts", "commit": "a" * 40}}}
-    assert report.config_note("download_data", hub) == "dataset tinystories; r/ts at commit " \
+    assert config_note("download_data", hub) == "dataset tinystories; r/ts at commit " \
         + "a" * 12
 
 
 def test_stage_state_missing_names_the_command(tmp_path):
-    st = report.stage_state(tmp_path, report.STAGES[2])
+    st = stage_state(tmp_path, STAGES[2])
     assert st.state == "missing" and not st.ran
     assert "python dedup_exact.py --input" in st.message
 
@@ -648,8 +651,6 @@ def test_rule_captions_count_the_bin_holding_the_threshold(pipeline_layout, tmp_
     another ground'. A '$' in a rule file's description made matplotlib parse a formula
     and the whole cleaning section was lost; it is drawn as text. A stage that kept
     nothing is the next step (the page said to run the next stage, which refuses)."""
-    from conftest import ROOT
-
     d = tmp_path / "data"
     shutil.copytree(pipeline_layout / "raw", d / "raw")
     rule = tmp_path / "dollar.py"
@@ -694,24 +695,26 @@ def test_log_axes_are_labelled_in_plain_numbers():
         return [t.get_text() for t in axis.get_ticklabels() + axis.get_ticklabels(minor=True)
                 if t.get_text()]
 
-    with rc_context(report.RC):
-        fig, ax = report.new_figure(figsize=(4, 3))
-        report.log_scale(ax, "y")
+    with rc_context(RC):
+        fig, ax = new_figure(figsize=(4, 3))
+        log_scale(ax, "y")
         ax.bar([1, 2], [5, 20_000])
-        report.log_scale(ax, "x")
+        log_scale(ax, "x")
         ax.set_xlim(3, 10)              # less than a decade: 5 is labelled too
         fig.canvas.draw()
         ys, xs = labels(ax.yaxis), labels(ax.xaxis)
-        fig2, ax2 = report.new_figure(figsize=(4, 3))
-        report.log_scale(ax2, "x", base=2)
+        fig2, ax2 = new_figure(figsize=(4, 3))
+        log_scale(ax2, "x", base=2)
         ax2.set_xlim(1, 4096)
         fig2.canvas.draw()
         twos = labels(ax2.xaxis)
     assert {"10", "1,000", "10,000"} <= set(ys) and "5" in xs and "1,024" in twos
     for got in ys + xs + twos:
         assert re.fullmatch(r"[0-9][0-9,.]*", got), got
-    source = (Path(report.__file__)).read_text()
-    assert not re.findall(r"set_[xy]scale\(", source)   # every log axis is log_scale's
+    modules = sorted((ROOT / "pipeline" / "report").glob("*.py"))   # the page's code
+    assert len(modules) > 10
+    for module in modules:   # every log axis is log_scale's
+        assert not re.findall(r"set_[xy]scale\(", module.read_text()), module.name
 
 
 def test_the_page_never_replaces_a_file_beside_it(layout_copy):
@@ -743,7 +746,7 @@ def test_tokens_per_document_of_a_stale_pack_are_marked_in_the_tokenizer_section
     assert 'class="stale" data-step="pack_parallel"' in block
     assert "not of the tokenizer above" in Page(block).all_text
     toc = re.search(r'<nav class="toc">.*?</nav>', html, re.DOTALL).group(0)
-    assert "4. Tokenizer</a> " + str(report.badge("stale")) in toc
+    assert "4. Tokenizer</a> " + str(badge("stale")) in toc
 
 
 def test_report_all_reach_of_each_rule_is_on_the_page(layout_copy):
@@ -790,4 +793,4 @@ def test_removed_examples_cut_by_clean_are_said_to_be_cut(layout_copy):
                (d / "cleaned" / "report" / "removed_char_repeat.jsonl").open()][:5]
     assert any(len(e["text"]) == saved for e in removed)
     for e in removed:
-        assert (report.visible(e["text"]) + " … " + mark in text) == (len(e["text"]) == saved)
+        assert (visible(e["text"]) + " … " + mark in text) == (len(e["text"]) == saved)

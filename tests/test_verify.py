@@ -14,7 +14,7 @@ import pytest
 
 from conftest import run_script
 
-import verify
+from pipeline.verify.decoded import count_token, shown
 
 
 def run_verify(data: Path, tmp_path: Path, *extra):
@@ -181,7 +181,7 @@ def test_bins_are_read_in_chunks(pipeline_layout):
     eos = json.loads((pipeline_layout / "pack_manifest.json").read_text())["counts"]["eos_id"]
     p = pipeline_layout / "train.bin"
     full = np.fromfile(p, dtype=np.uint16)
-    assert verify.count_token(p, eos, chunk=1000) == (len(full), int((full == eos).sum()),
+    assert count_token(p, eos, chunk=1000) == (len(full), int((full == eos).sum()),
                                                       int(full[-1]))
 
 
@@ -272,10 +272,8 @@ def test_verify_reuses_the_kept_band_hashes_and_checks_them(broken, tmp_path):
 def test_decoded_windows_show_control_characters_as_symbols():
     """A window goes to the terminal and to verify_report.md: an escape sequence or a NUL
     from a document must not act there, and a carriage return must not vanish."""
-    import verify
-
-    assert verify.shown("a\nb\rc\x1b[31md\x00e") == "a⏎ b␍c␛[31md␀e"
-    assert all(ord(c) >= 32 and c != "\x7f" for c in verify.shown("".join(map(chr, range(128)))))
+    assert shown("a\nb\rc\x1b[31md\x00e") == "a⏎ b␍c␛[31md␀e"
+    assert all(ord(c) >= 32 and c != "\x7f" for c in shown("".join(map(chr, range(128)))))
 
 
 def test_english_is_held_to_its_minimum_when_none_was_held_out(broken, tmp_path):

@@ -47,11 +47,12 @@ class Missing(Exception):
 class Context:
     """What the checks share: paths, the pack manifest, the tokenizer, the corpus scan."""
 
-    def __init__(self, args):
+    def __init__(self, args, phases: dict | None = None):
         self.args = args
         self.data = Path(args.data_dir)
         self._cache: dict = {}
-        self.phases: dict = {}     # the parallel scan's resources, for the report
+        # the parallel scan's resources, for the report (the run's, pipeline.stage.ReportRun)
+        self.phases: dict = {} if phases is None else phases
 
     def memo(self, key, fn):
         if key not in self._cache:
@@ -159,6 +160,6 @@ class Context:
 
     @property
     def corpus(self) -> dict:
-        from pipeline.verify_scan import scan_corpus   # it reads this context
+        from pipeline.verify.scan import scan_corpus   # it reads this context
         return self.memo("corpus", lambda: scan_corpus(self))
 

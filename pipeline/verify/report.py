@@ -1,25 +1,22 @@
-"""verify.py's report: the checklist printed, and written as Markdown with its JSON.
+"""verify.py's report: the checklist printed, and written as Markdown with its JSON (by
+pipeline.stage.ReportStage, whole, the previous pair kept when a write fails).
 
-The report and its .json are written whole under temporary names before either replaces
-the previous pair. A write of verify.py's own that fails (its work folder, the report: a
-full disk, a size limit, a read-only folder) is one line naming the path, exit 2, and
-the previous report kept: a FAIL (exit 1) would blame the data for it.
+A write of verify.py's own that fails (its work folder, the report: a full disk, a size
+limit, a read-only folder) is one line naming the path, exit 2, and the previous report
+kept: a FAIL (exit 1) would blame the data for it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
 from pathlib import Path
 
-from pipeline.disk import IN_THE_WAY, WRITE_ERRORS, free_bytes, temporary_beside
-from pipeline.errors import StageError
-from pipeline.manifest import MANIFEST, display_path, write_json
-from pipeline.tables import human_bytes, markdown_table
-from pipeline.verify_context import PACK_MANIFEST, Context, Item
-from pipeline.verify_scan import SCAN
+from pipeline.manifest import MANIFEST, display_path
+from pipeline.tables import markdown_table
+from pipeline.verify.context import PACK_MANIFEST, Context, Item
+from pipeline.verify.scan import SCAN
 
 REPORT_NAME = "verify_report.md"
 REPORT_HEAD = "# Acceptance checklist (verify.py)"   # the report's first line begins so
@@ -41,23 +38,6 @@ def own_write_failed(e: BaseException, ctx: Context) -> bool:
     names = [Path(os.fsdecode(f)).absolute() for f in (e.filename, e.filename2)
              if isinstance(f, (str, bytes, os.PathLike))]
     return any(f == work or work in f.parents for f in names)
-
-
-def write_failed(e: OSError, path: Path, report: Path) -> StageError:
-    """The one line for a write of verify.py's own that failed: the path, why, and that the
-    previous report is kept. A StageError, so exit 2 as every stage's write errors: exit 1
-    says a check FAILed, which a full disk says nothing about."""
-    why = WRITE_ERRORS.get(e.errno) or IN_THE_WAY.get(e.errno) or e.strerror or str(e)
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        with contextlib.suppress(OSError):
-            why += f" ({human_bytes(free_bytes(path.parent))} free)"
-    kept = (f"the previous report {display_path(report)} is unchanged" if report.is_file()
-            else "no report was written")
-    return StageError(f"cannot write {display_path(path)}: {why}; {kept}")
-
-
-def report_path(ctx: Context) -> Path:
-    return Path(ctx.args.report) if ctx.args.report else ctx.data / REPORT_NAME
 
 
 def render_terminal(items: list[Item]) -> str:
@@ -90,28 +70,14 @@ def render_markdown(items: list[Item], data_dir: Path) -> str:
     return "\n".join(md)
 
 
-def write_report(report: Path, markdown: str, data: dict) -> None:
-    """Write the report (Markdown) and its .json, both whole under temporary names before
-    either is renamed over the previous one: a write that fails (a full disk, a size
-    limit, a read-only folder) leaves the previous pair as it was, without temporary
-    files, and stops with one line (write_failed) instead of a traceback."""
-    js = report.with_suffix(".json")
-    # names of their own (never a file of the user's, such as report.md.tmp)
-    md_tmp, js_tmp = temporary_beside(report), temporary_beside(js)
-    where = report
-    try:
-        md_tmp.write_text(markdown, encoding="utf-8")
-        where = js
-        write_json(js_tmp, data)
-        where = report
-        os.replace(md_tmp, report)
-        where = js
-        os.replace(js_tmp, js)
-    except OSError as e:
-        for tmp in (md_tmp, js_tmp, js_tmp.with_name(js_tmp.name + ".tmp")):  # and write_json's
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-        raise write_failed(e, where, report) from None
+def report_data(items: list[Item], data: Path) -> dict:
+    """The same items as data, for the JSON beside the Markdown (report.py's page reads
+    it, and anyone's script may), with the manifests they were checked against; the run's
+    resources are added when it is written."""
+    return {"data_dir": display_path(data), "passed": sum(it.ok for it in items),
+            "items": [{"num": it.num, "title": it.title, "ok": it.ok, "figures": it.figures,
+                       "details": it.details, "cause": it.cause, **it.data} for it in items],
+            "manifests": manifest_fingerprints(data)}
 
 
 def manifest_fingerprints(data: Path) -> dict[str, str]:
@@ -124,4 +90,3 @@ def manifest_fingerprints(data: Path) -> dict[str, str]:
         except (OSError, ValueError, KeyError, TypeError):   # unreadable: the items say so
             continue
     return out
-

@@ -17,7 +17,7 @@ from algorithms.loader import read_val_ids, write_val_ids
 from algorithms.arrays import strings
 from pipeline.local_pool import abandon_pool
 from pipeline.shards import stage_shards
-from pipeline.verify_context import Context, Missing
+from pipeline.verify.context import Context, Missing
 
 SCAN = ".verify.partial"        # work folder in the data folder, removed afterwards
 SAMPLE_MAX_BYTES = 20_000_000   # the estimate's sample: 1% of the documents, at most ~20 MB
