@@ -89,30 +89,20 @@ from __future__ import annotations
 import pipeline  # noqa: F401  (first, before numpy: see pipeline/__init__.py)
 
 import os
-import sys
 import time
-from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from algorithms import tokenizer_checks, tokenizer_sample
 from algorithms.tokenizer_file import SPECIAL_TOKENS
 from pipeline import layout
 from pipeline.errors import StageError, run_stage
-from pipeline.manifest import MANIFEST, read_manifest, write_json
-from pipeline.progress import available_memory, peak_rss_mb, task_progress
-from pipeline.sample_files import (UnitSample, distinct_words, iter_sample, read_heldout,
-                                   read_words, sample_paths)
-from pipeline.shards import file_record, read_table
+from pipeline.progress import peak_rss_mb, task_progress
+from pipeline.sample_files import (UnitSample, iter_sample, read_heldout, read_words,
+                                   sample_paths, shard_text_bytes)
 from pipeline.stage import Output, Run, Stage
+from pipeline.tables import parse_size, size_arg
 from pipeline.task_results import save_task_result
+from pipeline.tokenizer_report import PAIR_COUNT_LIMIT, check_memory, sample_counts, stage_output
 from pipeline.units import read_unit
-from pipeline.tables import human_bytes, markdown_table, parse_size, pct, save_report, size_arg, table
-
-HELDOUT = "report/heldout.parquet"   # the held-out text, beside the report
-PAIR_COUNT_LIMIT = 2**31 - 1   # BpeTrainer's i32 pair counts (tokenizers issue 2058)
 
 
 # --------------------------------------------------------------------------------------
@@ -144,13 +134,11 @@ def sample_unit(rank: int, world_size: int, units: list[dict], staging: str,
 # --------------------------------------------------------------------------------------
 
 def run(run: Run) -> Output:
-    args = run.args
-    budget = (available_memory() if args.memory_budget == "auto"
-              else parse_size(args.memory_budget, "--memory-budget"))
+    args, tasks = run.args, len(run.units)
     total = sum(shard_text_bytes(run.input, run.shards))
     if total == 0:
         raise StageError(f"{run.input}: the shards hold no text")
-    heldout_target, sample_target = tokenizer_sample.plan_sample(
+    heldout_target, sample_target = tokenizer_sample.plan_sample(        # 4.7 step 2
         total, args.sample_ratio, args.min_bytes, args.max_bytes, args.heldout_bytes)
     run.parallel("sample", sample_unit, units=run.unit_dicts(), staging=str(run.staging),
                  heldout_share=heldout_target / total, train_share=sample_target / total,
@@ -160,32 +148,8 @@ def run(run: Run) -> Output:
                  # and the checks (4.7 step 5) only the first texts
                  train_rows=None if args.engine == "reference" or args.compare_hf
                  else tokenizer_checks.REAL_DOCS_CHECKED)
-    tasks = len(run.units)
-    results = run.results("sample")
-    s = {k: sum(r.get(k, 0) for r in results) for k in set().union(*results)} if results else {}
-    mix = s["han_chars"] + s["ascii_letters"]
-    print(f"training sample: {s['sample_docs']:,} documents, {human_bytes(s['sample_bytes'])} "
-          f"({pct(s['sample_bytes'], total)} of {human_bytes(total)}); mix: Chinese characters "
-          f"{pct(s['han_chars'], mix)}, ASCII letters {pct(s['ascii_letters'], mix)}; "
-          f"{s['zh_docs']:,} Chinese / {s['en_docs']:,} English documents", flush=True)
-    if s["null_docs"]:
-        print(f"note: {s['null_docs']:,} documents have no text (null): counted, never sampled",
-              file=sys.stderr)
-    if s["sample_docs"] == 0 and s["heldout_docs"] == s["docs_in"] - s["null_docs"]:
-        raise StageError(f"{run.input}: all {s['heldout_docs']:,} non-empty document(s) fell "
-                         "in the held-out share, none is left to train on; rerun with "
-                         "--heldout-bytes 0 or another --seed")
-    if s["sample_docs"] == 0:   # a share too small to draw one document
-        raise StageError(f"{run.input}: no documents to train on: the sample's share of "
-                         f"{sample_target:,} of the corpus's {total:,} text bytes drew none "
-                         f"(--sample-ratio {args.sample_ratio}, --min-bytes {args.min_bytes:,}, "
-                         f"--max-bytes {args.max_bytes:,}); raise --max-bytes or --min-bytes")
-    if args.engine == "reference" and s["sample_bytes"] > PAIR_COUNT_LIMIT:
-        raise StageError(f"the sample drawn is {s['sample_bytes']:,} bytes, above "
-                         f"{PAIR_COUNT_LIMIT:,}: BpeTrainer's 32-bit pair counts could wrap "
-                         "(tokenizers issue 2058); lower --max-bytes by a few percent")
-    s["distinct_words"], s["distinct_word_bytes"] = distinct_words(run.staging, tasks)
-    need = check_memory(s, budget, args)
+    s = sample_counts(run, run.results("sample"), total, sample_target)
+    need = check_memory(s, args)
 
     from algorithms import bpe_trainer   # numba and tokenizers: only when training
 
@@ -199,12 +163,10 @@ def run(run: Run) -> Output:
                                                                                  tasks)),
                                        args.vocab_size, args.min_frequency, SPECIAL_TOKENS,
                                        args.workers)
-        train_secs = time.time() - t
-        peak_mb = peak_rss_mb()   # this process's peak so far: training's, in practice
+        s.update(train_seconds=time.time() - t, peak_mb=peak_rss_mb())   # training's peak
     heldout = read_heldout(run.staging, tasks)
     with run.phase("verify"):                                  # 4.7 step 5
-        held_texts = heldout.column("text").to_pylist()
-        real = held_texts[:tokenizer_checks.REAL_DOCS_CHECKED // 2]
+        real = heldout.column("text").to_pylist()[:tokenizer_checks.REAL_DOCS_CHECKED // 2]
         for batch in iter_sample(run.staging, tasks):   # across units
             real += batch[:tokenizer_checks.REAL_DOCS_CHECKED - len(real)]
             if len(real) >= tokenizer_checks.REAL_DOCS_CHECKED:
@@ -214,39 +176,7 @@ def run(run: Run) -> Output:
     with run.phase("compression"):                             # 4.5
         comp = bpe_trainer.measure_compression_fast(tok, heldout)
     hf_diff = compare_with_bpetrainer(run, tok, tasks) if args.compare_hf else None
-
-    write_outputs(run.staging, tok, heldout, args.vocab_size)
-    rows = stats_rows(s, verification, comp)
-    rate = s["sample_bytes"] / 1e6 / max(train_secs, 1e-9)
-    rows.append(["training time", f"{train_secs:.1f} s ({rate:.2f} MB/s, {args.workers} threads, "
-                                  f"engine {args.engine})"])
-    rows.append(["trainer memory (expected / peak)",
-                 f"{human_bytes(need)} / {human_bytes(peak_mb * 2**20)}"])
-    rows.append(["tokens that differ from BpeTrainer's vocabulary", differ_text(args, hf_diff)])
-    counts = {"docs_in": s["docs_in"], "bytes_in": s["bytes_in"],
-              "vocab_size": verification["vocab_size"], "max_id": verification["max_id"]}
-    sample = {k: s[k] for k in s if k not in ("docs_in", "bytes_in")}
-    sample["word_count_cpu_s"] = round(s.get("word_count_cpu_s", 0.0), 3)
-    sample["han_share"] = round(s["han_chars"] / mix, 4) if mix else None
-    sample["ascii_share"] = round(s["ascii_letters"] / mix, 4) if mix else None
-    sample["trainer_memory_expected_mb"] = round(need / 2**20, 1)   # MB as in "resources"
-    sample["trainer_memory_peak_mb"] = peak_mb
-    bpetrainer = bpetrainer_difference(args, hf_diff)
-    save_report(run.staging / "report", "train_tokenizer_stats",
-                {"counts": counts, "sample": sample, "verification": verification,
-                 "compression": comp, "train_seconds": round(train_secs, 3),
-                 "engine": args.engine, "bpetrainer": bpetrainer},
-                "# train_tokenizer\n\n" + markdown_table(["train_tokenizer", "value"], rows))
-    # the held-out text is listed too: compare_tokenizers.py and verify.py read it, so an
-    # output without it (or with it damaged) is not current
-    files = [file_record(run.staging / "tokenizer.json"),
-             file_record(run.staging / "tokenizer_config.json"),
-             file_record(run.staging / HELDOUT, name=HELDOUT)]
-    return Output(files, counts, extra={"sample": sample, "verification": verification,
-                                        "compression": comp, "bpetrainer": bpetrainer},
-                  summary=[table(["train_tokenizer", "value"], rows, right=set()),
-                           f"wrote {run.output}/tokenizer.json, {run.output}/manifest.json "
-                           f"and {run.output}/report/"])
+    return stage_output(run, tok, heldout, s, need, verification, comp, hf_diff)
 
 
 def compare_with_bpetrainer(run: Run, tok, tasks: int) -> int:
@@ -258,105 +188,6 @@ def compare_with_bpetrainer(run: Run, tok, tasks: int) -> int:
         other = bpe_trainer.train_hf(iter_sample(run.staging, tasks), run.args.vocab_size,
                                      run.args.min_frequency, SPECIAL_TOKENS, run.args.workers)
     return bpe_trainer.vocab_difference(tok, other)
-
-
-def bpetrainer_difference(args, measured: int | None) -> dict:
-    """How this tokenizer's vocabulary relates to BpeTrainer's on the same sample."""
-    if args.engine == "reference":
-        return {"differ": 0, "how": "trained by BpeTrainer itself (--engine reference)"}
-    if measured is not None:
-        return {"differ": measured, "how": "measured: BpeTrainer trained on the same sample "
-                                           "(--compare-hf)"}
-    return {"differ": 0, "how": "the compiled trainer runs BpeTrainer's algorithm and writes "
-                                "its tokenizer.json byte for byte (tests/test_bpe_trainer.py, "
-                                "bench/bench_trainer.py); --compare-hf measures it on this "
-                                "sample"}
-
-
-def differ_text(args, measured: int | None) -> str:
-    d = bpetrainer_difference(args, measured)
-    return f"{d['differ']:,} ({d['how']})"
-
-
-def shard_text_bytes(input_dir: Path, shards: list[Path]) -> list[int]:
-    """UTF-8 text bytes of each shard: from the input's manifest, else measured in Arrow."""
-    recorded = {}
-    m = input_dir / MANIFEST
-    if m.exists():
-        recorded = {f["name"]: f.get("text_bytes") for f in read_manifest(m).get("files", [])}
-    out = []
-    for s in shards:
-        b = recorded.get(s.name)
-        if b is None:
-            col = read_table(s, columns=["text"]).column("text")
-            b = int(pc.sum(pc.binary_length(col)).as_py() or 0)
-        out.append(int(b))
-    return out
-
-
-def check_memory(s: dict, budget: int | None, args) -> int:
-    """Print the expected peak memory of training on the sample s; stop (StageError, one
-    line) when it is above budget, naming the --max-bytes that would fit. Returns it."""
-    from algorithms.trainer_memory import bytes_that_fit, trainer_memory_estimate
-
-    base, need = trainer_memory_estimate("fast" if args.engine == "fast" else "hf",
-                                         s["distinct_words"],
-                                         s["distinct_word_bytes"], s["sample_bytes"])
-    where = (f"--memory-budget {human_bytes(budget)}" if args.memory_budget != "auto"
-             else f"{human_bytes(budget)} available" if budget else "available memory unknown")
-    words = (f"{s['distinct_words']:,} distinct words, "
-             f"{human_bytes(s['distinct_word_bytes'])} of them")
-    print(f"trainer memory: about {human_bytes(need)} expected ({words}); {where}", flush=True)
-    if budget is None or need <= budget:
-        return need
-    fit = bytes_that_fit(need, budget, s["sample_bytes"], base)
-    advice = (f"lower --max-bytes to {fit:,}" + (" (and --min-bytes to at most that)"
-                                                  if args.min_bytes > fit else "")
-              if fit else "no sample fits")
-    raise StageError(
-        f"training on this sample ({human_bytes(s['sample_bytes'])}: {words}) needs about "
-        f"{human_bytes(need)} of memory, more than {where}: the trainer keeps every distinct "
-        f"word, and each run of Chinese characters is one; {advice}, or raise --memory-budget")
-
-
-def stats_rows(s: dict, verification: dict, comp: dict) -> list[list]:
-    mix = s["han_chars"] + s["ascii_letters"]
-    rows = [
-        ["corpus documents", s["docs_in"]],
-        *([["documents without text (null), never sampled", s["null_docs"]]]
-          if s.get("null_docs") else []),
-        ["corpus text bytes", human_bytes(s["bytes_in"])],
-        ["held out (docs / bytes)", f"{s['heldout_docs']:,} / {human_bytes(s['heldout_bytes'])}"
-                                    + (f" ({s['heldout_cropped_docs']:,} cropped)"
-                                       if s.get("heldout_cropped_docs") else "")],
-        ["sample documents", s["sample_docs"]],
-        ["sample text bytes", f"{human_bytes(s['sample_bytes'])} ({pct(s['sample_bytes'], s['bytes_in'])} of corpus)"],
-        ["cropped documents", s["cropped_docs"]],
-        ["sample mix: Chinese chars / ASCII letters",
-         f"{pct(s['han_chars'], mix)} / {pct(s['ascii_letters'], mix)}"],
-        ["sample docs: Chinese / English", f"{s['zh_docs']:,} / {s['en_docs']:,}"],
-        ["vocabulary (largest id)", f"{verification['vocab_size']:,} ({verification['max_id']:,})"],
-        ["round trip", f"lossless on {verification['round_trip_texts']} texts"],
-        ["literal <|endoftext|> in text", "ordinary tokens (checked)"],
-    ]
-    for lang, c in comp.items():
-        if c["docs"]:
-            rows.append([f"held-out {lang}: chars/token, bytes/token",
-                         f"{c['chars_per_token']:.2f}, {c['bytes_per_token']:.2f} ({c['docs']} docs)"])
-        else:
-            rows.append([f"held-out {lang}", "no documents"])
-    return rows
-
-
-def write_outputs(staging: Path, tok, heldout: pa.Table, vocab_size: int) -> None:
-    """Everything passed: write the tokenizer and the held-out text into the staging
-    folder. The sample files are not part of the output: the commit drops them with the
-    rest of the tasks' work (a run killed before it resumes with them still there)."""
-    tok.save(str(staging / "tokenizer.json"))
-    write_json(staging / "tokenizer_config.json", tokenizer_checks.tokenizer_config(vocab_size))
-    report = staging / "report"
-    report.mkdir(exist_ok=True)
-    pq.write_table(heldout, staging / HELDOUT, compression="zstd")
 
 
 # --------------------------------------------------------------------------------------

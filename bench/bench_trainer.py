@@ -218,10 +218,9 @@ def rows(res: dict) -> list[dict]:
 
 
 # the stage's functions whose time the breakdown reports (cProfile of the driver process)
-STAGE_FUNCTIONS = ["shard_text_bytes", "merge_counts", "distinct_words", "check_memory",
-                   "iter_sample", "read_heldout", "verify", "check_round_trip",
-                   "ordinary_tokenizer", "measure_compression", "write_outputs",
-                   "save_report", "commit", "recover_merges", "to_hf"]
+STAGE_FUNCTIONS = ["shard_text_bytes", "distinct_words", "check_memory", "iter_sample",
+                   "read_heldout", "verify", "check_round_trip", "ordinary_tokenizer",
+                   "measure_compression", "write_outputs", "save_report", "commit", "to_hf"]
 
 
 def stage_breakdown(texts: list[str], mb: float, trainer: str, vocab: int = 32000,
@@ -264,8 +263,9 @@ def stage_breakdown(texts: list[str], mb: float, trainer: str, vocab: int = 3200
         stats = pstats.Stats(str(prof)).stats
         funcs = {}
         for (file, line, name), (cc, nc, tt_, ct, callers) in stats.items():
-            if name in STAGE_FUNCTIONS and ("train_tokenizer" in file or "bpe_trainer" in file
-                                            or "stage" in file or "tokenizer.py" in file):
+            if name in STAGE_FUNCTIONS and any(
+                    part in file for part in ("train_tokenizer", "bpe_trainer", "stage",
+                                              "tokenizer", "sample_files")):
                 funcs[name] = max(funcs.get(name, 0.0), ct)
     return {"trainer": trainer, "sample_mb": round(m["sample"]["sample_bytes"] / 1e6, 1),
             "heldout_mb": round(m["sample"]["heldout_bytes"] / 1e6, 2),

@@ -16,7 +16,8 @@ from algorithms.ids import id_hashes
 from algorithms.tokenizer_sample import (BATCH, PIECE_SAMPLE_BITS, choose_rows, corpus_iter,
                                         doc_languages, unite_pieces)
 
-from .shards import ShardWriter, open_shard
+from .manifest import MANIFEST, read_manifest
+from .shards import ShardWriter, open_shard, read_table
 
 SAMPLE_DIR = "_sample"         # per-unit sample files, in the folder a task writes to
 
@@ -182,3 +183,19 @@ def distinct_words(staging: Path, tasks: int) -> tuple[int, int]:
         [tuple(np.load(staging / SAMPLE_DIR / f"pieces-{r:05d}.npy")) for r in range(tasks)])
     bits = PIECE_SAMPLE_BITS
     return len(h) << bits, int(n.sum()) << bits
+
+
+def shard_text_bytes(input_dir: Path, shards: list[Path]) -> list[int]:
+    """UTF-8 text bytes of each shard: from the input's manifest, else measured in Arrow."""
+    recorded = {}
+    m = input_dir / MANIFEST
+    if m.exists():
+        recorded = {f["name"]: f.get("text_bytes") for f in read_manifest(m).get("files", [])}
+    out = []
+    for s in shards:
+        b = recorded.get(s.name)
+        if b is None:
+            col = read_table(s, columns=["text"]).column("text")
+            b = int(pc.sum(pc.binary_length(col)).as_py() or 0)
+        out.append(int(b))
+    return out

@@ -18,7 +18,7 @@ import train_tokenizer as tt
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from conftest import SAMPLE, run_script, snapshot
-from pipeline import sample_files
+from pipeline import sample_files, tokenizer_report
 from pipeline.shards import list_shards
 from algorithms.tokenizer_file import EOS_TOKEN, SPECIAL_TOKENS, load_tokenizer, ordinary_tokenizer
 
@@ -538,7 +538,7 @@ def test_null_texts_are_counted_and_never_sampled(tmp_path):
     assert got.column("text").to_pylist() == ["first text", "third text", "fifth"]
     res = json.loads((tmp_path / "_results" / "sample" / "00000.json").read_text())
     assert (res["docs_in"], res["null_docs"], res["sample_docs"]) == (5, 2, 3)
-    rows = dict(tt.stats_rows({**res, "distinct_words": 0, "distinct_word_bytes": 0},
+    rows = dict(tokenizer_report.stats_rows({**res, "distinct_words": 0, "distinct_word_bytes": 0},
                               {"vocab_size": 1, "max_id": 0, "round_trip_texts": 0}, {}))
     assert rows["documents without text (null), never sampled"] == 2
 
