@@ -260,13 +260,16 @@ def test_a_small_input_digests_without_numba_and_gives_the_same_output(sample_la
 
     import dedup_exact
 
+    def args(folder):
+        return argparse.Namespace(input=str(folder), engine="fast")
+
     py = tmp_path / "py"
-    assert not dedup_exact.use_kernel(argparse.Namespace(input=str(sample_layout / "raw")))
+    assert not dedup_exact.use_kernel(args(sample_layout / "raw"))
     log = run_watching_imports("dedup_exact.py", ["--input", sample_layout / "raw", "--output",
                                                   py, "--workers", "2"], "numba", tmp_path)
     assert log == "", log
     monkeypatch.setattr(dedup_exact, "KERNEL_FROM_BYTES", 0)   # the kernel, in this process
-    assert dedup_exact.use_kernel(argparse.Namespace(input=str(sample_layout / "raw")))
+    assert dedup_exact.use_kernel(args(sample_layout / "raw"))
     kernel = tmp_path / "kernel"
     assert dedup_exact.main(["--input", str(sample_layout / "raw"), "--output", str(kernel),
                              "--workers", "1"]) == 0
@@ -277,4 +280,7 @@ def test_a_small_input_digests_without_numba_and_gives_the_same_output(sample_la
     fp = [json.loads((d / "manifest.json").read_text())["output_fingerprint"] for d in (py, kernel)]
     assert fp[0] == fp[1]
     # an input whose size cannot be read: the kernel, as before
-    assert dedup_exact.use_kernel(argparse.Namespace(input=str(tmp_path / "nowhere")))
+    assert dedup_exact.use_kernel(args(tmp_path / "nowhere"))
+    # the reference engine never uses the kernel
+    assert not dedup_exact.use_kernel(argparse.Namespace(input=str(tmp_path / "nowhere"),
+                                                         engine="reference"))
