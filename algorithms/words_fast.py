@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import words as Wd
+from . import words
 from .jit import njit
 from .kernels import POLY_BASE, fmix64, poly_hash, same
 
@@ -58,15 +58,15 @@ def _flag_table() -> np.ndarray:
     add(F_SPACE, str.isspace)
     add(F_ALPHA, str.isalpha)
     for flag, name in ((F_SALPHA, "alpha"), (F_LOWER, "alpha_lower"), (F_UPPER, "alpha_upper")):
-        for a, b in Wd.spacy_data()[name]:      # spaCy's letter classes, as words.py reads them
+        for a, b in words.spacy_data()[name]:      # spaCy's letter classes, as words.py reads them
             f[a:b + 1] |= flag
     alpha = np.flatnonzero(f & F_ALPHA)
-    f[[i for i in alpha if Wd.is_cjk(chars[i])]] |= F_CJK
-    for a, b in Wd.spacy_data()["icon"]:       # spaCy's icons, not every So
+    f[[i for i in alpha if words.is_cjk(chars[i])]] |= F_CJK
+    for a, b in words.spacy_data()["icon"]:       # spaCy's icons, not every So
         f[a:b + 1] |= F_ICON
-    for flag, s in ((F_PRE, "§%=—–" + Wd.PUNCT_CHARS + Wd.QUOTE_CHARS + Wd.CURRENCY_CHARS),
-                    (F_SUF, Wd.PUNCT_CHARS + Wd.QUOTE_CHARS + "—–"),
-                    (F_QUOTE, Wd.QUOTE_CHARS), (F_DOTAFTER, Wd.DOT_AFTER)):
+    for flag, s in ((F_PRE, "§%=—–" + words.PUNCT_CHARS + words.QUOTE_CHARS + words.CURRENCY_CHARS),
+                    (F_SUF, words.PUNCT_CHARS + words.QUOTE_CHARS + "—–"),
+                    (F_QUOTE, words.QUOTE_CHARS), (F_DOTAFTER, words.DOT_AFTER)):
         f[[ord(c) for c in s]] |= flag
     # the compiled shortcut for chunks of letters relies on this
     assert not np.any((f & F_ALPHA).astype(bool) & (f & (F_PRE | F_SUF | F_ICON)).astype(bool))
@@ -78,10 +78,10 @@ def _flag_table() -> np.ndarray:
     add(F_REWORD, lambda c: c.isalnum() or c == "_")
     add(F_DECIMAL, str.isdecimal)
     # the first characters of the special cases _glue looks for; none holds a CJK letter
-    glued = ["".join(k) for k in Wd.glued_specials()]
+    glued = ["".join(k) for k in words.glued_specials()]
     f[sorted({ord(k[0]) for k in glued})] |= F_GLUE0
     assert not any(f[ord(c)] & F_CJK for k in glued for c in k)
-    f[[ord(h[0]) for h in Wd.HYPHENS]] |= F_HYPH0     # where _infixes looks for hyphens
+    f[[ord(h[0]) for h in words.HYPHENS]] |= F_HYPH0     # where _infixes looks for hyphens
     # for _marked: the ASCII marks that the prefix rule, or the suffix rule, takes off a
     # word alone ("." has a rule of its own)
     ascii = np.arange(128)
@@ -116,8 +116,8 @@ def special_tables() -> tuple:
     """T: spaCy's special cases (their code points, the lengths of the words each gives,
     which the second pass glues), the endings that count after a digit and the hyphens,
     as the kernels below read them."""
-    cases = Wd.special_cases()
-    glued = {"".join(k): k for k in Wd.glued_specials()}
+    cases = words.special_cases()
+    glued = {"".join(k): k for k in words.glued_specials()}
     keys = list(cases)
     kcp, ks, tl, ts, pl, ps, glue = [], [0], [], [0], [], [0], []
     for k in keys:
@@ -128,11 +128,11 @@ def special_tables() -> tuple:
         glue.append(k in glued)
         pl += [len(t) for t in glued.get(k, ())]
         ps.append(len(pl))
-    endings = ["+", "US$", "C$", "A$", *Wd.CURRENCY_CHARS, *Wd.UNITS]
+    endings = ["+", "US$", "C$", "A$", *words.CURRENCY_CHARS, *words.UNITS]
     ecp = [ord(c) for e in endings for c in e]
     es = np.cumsum([0] + [len(e) for e in endings])
-    hy = [ord(c) for h in Wd.HYPHENS for c in h]
-    hs = np.cumsum([0] + [len(h) for h in Wd.HYPHENS])
+    hy = [ord(c) for h in words.HYPHENS for c in h]
+    hs = np.cumsum([0] + [len(h) for h in words.HYPHENS])
     i64, i32 = np.int64, np.int32
     # the special cases by hash, in open-addressing slots (a quarter full) that _special
     # probes from fmix64(hash): one or two probes for a word that is not a special case
