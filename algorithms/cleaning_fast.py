@@ -24,6 +24,7 @@ import pyarrow as pa
 from .jit import njit
 
 from .arrays import combine, to_numpy
+from .kernels import same, utf8_char
 
 from .unicode_cache import cached_table
 
@@ -41,31 +42,6 @@ def tables() -> tuple[np.ndarray, np.ndarray]:
         _TABLES = (cached_table("isalnum", build("isalnum")),
                    cached_table("isspace", build("isspace")))
     return _TABLES
-
-
-@njit(cache=True, inline="always")
-def _decode(data, p):
-    """(code point, bytes) of the UTF-8 sequence at data[p] (valid UTF-8 assumed)."""
-    b0 = np.int64(data[p])
-    if b0 < 0x80:
-        return b0, 1
-    if b0 < 0xE0:
-        return ((b0 & 0x1F) << 6) | (np.int64(data[p + 1]) & 0x3F), 2
-    if b0 < 0xF0:
-        return (((b0 & 0x0F) << 12) | ((np.int64(data[p + 1]) & 0x3F) << 6)
-                | (np.int64(data[p + 2]) & 0x3F)), 3
-    return (((b0 & 0x07) << 18) | ((np.int64(data[p + 1]) & 0x3F) << 12)
-            | ((np.int64(data[p + 2]) & 0x3F) << 6) | (np.int64(data[p + 3]) & 0x3F)), 4
-
-
-@njit(cache=True, inline="always")
-def _same_bytes(data, a0, a1, b0, b1):
-    if a1 - a0 != b1 - b0:
-        return False
-    for q in range(a1 - a0):
-        if data[a0 + q] != data[b0 + q]:
-            return False
-    return True
 
 
 @njit(cache=True)
@@ -91,7 +67,7 @@ def _count_distinct(data, hs, starts, ends, n, tab):
                 t[k] = i
                 distinct += 1
                 break
-            if hs[j] == hs[i] and _same_bytes(data, starts[i], ends[i], starts[j], ends[j]):
+            if hs[j] == hs[i] and same(data, starts[i], ends[i], data, starts[j], ends[j]):
                 break
             k = (k + 1) & (size - 1)
     return distinct, tab
@@ -153,7 +129,7 @@ def _scan(data, offsets, valid, alnum_t, space_t, chars, dup, run, alnum):
                 if b0 < 0x80:
                     cp, w = b0, 1
                 else:
-                    cp, w = _decode(data, p)
+                    cp, w = utf8_char(data, p)
                 cnt += 1
                 al += alnum_t[cp]
                 if cp == prev:

@@ -26,8 +26,8 @@ import xxhash
 from .arrays import fill_empty, from_numpy, text_buffers
 
 from . import exact_dedup
-from .cleaning_fast import _decode   # UTF-8 -> (code point, bytes)
 from .jit import njit
+from .kernels import utf8_char
 from .minhash_fast import SPECIAL, _char_map
 
 
@@ -65,7 +65,7 @@ def _normalise_docs(data, offsets, char_map, out, out_off, special):
         sp = False
         p, end = offsets[d], offsets[d + 1]
         while p < end:
-            c, n = _decode(data, p)
+            c, n = utf8_char(data, p)
             p += n
             m = np.int64(char_map[c])
             if m == 32:

@@ -18,6 +18,7 @@ import re
 import numpy as np
 
 from .jit import njit
+from .kernels import fmix64
 
 LONG_TEXT = 1 << 18          # characters; longer texts are normalised and hashed in pieces
 EMPTY = np.uint32(0xFFFFFFFF)
@@ -32,24 +33,13 @@ SHIFT32 = np.uint64(32)
 
 
 @njit(cache=True, inline="always")
-def _fmix64(h):
-    """MurmurHash3's finaliser: spreads every input bit over all 64 output bits."""
-    h ^= h >> np.uint64(33)
-    h *= np.uint64(0xFF51AFD7ED558CCD)
-    h ^= h >> np.uint64(33)
-    h *= np.uint64(0xC4CEB9FE1A85EC53)
-    h ^= h >> np.uint64(33)
-    return h
-
-
-@njit(cache=True, inline="always")
 def _shingle_hash(cp, start, stop):
     """32-bit hash of the code points cp[start:stop] (FNV-1a style, then fmix64)."""
     h = FNV_OFFSET
     for q in range(start, stop):
         h = (h ^ np.uint64(cp[q])) * FNV_PRIME
     h ^= np.uint64(stop - start)
-    return _fmix64(h) >> SHIFT32
+    return fmix64(h) >> SHIFT32
 
 
 @njit(cache=True)
@@ -63,7 +53,7 @@ def _hash_shingles(cp, start, count, n, hs):
         for j in range(count):
             hs[j] = (hs[j] ^ np.uint64(cp[start + j + q])) * FNV_PRIME
     for j in range(count):
-        hs[j] = _fmix64(hs[j] ^ np.uint64(n)) >> SHIFT32
+        hs[j] = fmix64(hs[j] ^ np.uint64(n)) >> SHIFT32
 
 
 @njit(cache=True)
@@ -297,7 +287,7 @@ def _band_hashes(sig, bands, rows, out):
         for j in range(bands):
             h = np.uint64(0x9E3779B97F4A7C15) * np.uint64(j + 1)
             for t in range(j * rows, (j + 1) * rows):
-                h = _fmix64(h ^ np.uint64(sig[d, t]))
+                h = fmix64(h ^ np.uint64(sig[d, t]))
             out[j, d] = h
 
 

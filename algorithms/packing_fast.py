@@ -30,6 +30,7 @@ import json
 
 import numpy as np
 from .jit import njit, prefetch
+from .kernels import fnv1a64, utf8_char
 
 # code point classes, as the GPT-2 pattern sees them
 OTHER, LETTER, NUMBER, SPACE = 0, 1, 2, 3
@@ -169,26 +170,11 @@ def _fill_merges(table, pairs):
 # --------------------------------------------------------------------------------------
 
 @njit(cache=True, inline="always")
-def _decode(buf, p):
-    """(code point, length in bytes) of the UTF-8 character at buf[p] (valid UTF-8)."""
-    c = np.int64(buf[p])
-    if c < 0x80:
-        return c, 1
-    if c < 0xE0:
-        return ((c & 0x1F) << 6) | (np.int64(buf[p + 1]) & 0x3F), 2
-    if c < 0xF0:
-        return (((c & 0x0F) << 12) | ((np.int64(buf[p + 1]) & 0x3F) << 6)
-                | (np.int64(buf[p + 2]) & 0x3F)), 3
-    return (((c & 0x07) << 18) | ((np.int64(buf[p + 1]) & 0x3F) << 12)
-            | ((np.int64(buf[p + 2]) & 0x3F) << 6) | (np.int64(buf[p + 3]) & 0x3F)), 4
-
-
-@njit(cache=True, inline="always")
 def _class_at(buf, p, end, classes):
     """(class, byte length) of the character at p; (-1, 0) at the end."""
     if p >= end:
         return -1, 0
-    c, n = _decode(buf, p)
+    c, n = utf8_char(buf, p)
     return classes[c], n
 
 
@@ -392,15 +378,6 @@ S_KEY = 16
 S_IDS = 12
 
 
-@njit(cache=True)
-def _hash_bytes(buf, start, stop):
-    """FNV-1a, 64 bits."""
-    h = np.uint64(0xCBF29CE484222325)
-    for i in range(start, stop):
-        h = (h ^ np.uint64(buf[i])) * np.uint64(0x100000001B3)
-    return h
-
-
 @njit(cache=True, inline="always")
 def _cache_slot(buf, p, q, h, c_slots, c_bytes):
     """The slot holding piece buf[p:q] (hash h), or the empty slot (meta 0) where it
@@ -475,7 +452,7 @@ def _encode_docs(buf, starts, ends, eos, classes, byte_ids, table, merge_ids,
                 q = _piece_end(buf, head, end, classes)
                 h = np.uint64(0)
                 if 1 < q - head <= CACHE_MAX_PIECE:
-                    h = _hash_bytes(buf, head, q)
+                    h = fnv1a64(buf, head, q)
                     prefetch(c_slots, np.int64(h & slot_mask))
                 j = (r0 + ahead) & (AHEAD - 1)
                 ring_p[j] = head
@@ -546,7 +523,7 @@ def _sampled_pieces(buf, offsets, classes, below):
         p, end = offsets[d], offsets[d + 1]
         while p < end:
             q = _piece_end(buf, p, end, classes)
-            h = _mix(_hash_bytes(buf, p, q))
+            h = _mix(fnv1a64(buf, p, q))
             if h < below:
                 if n == cap:
                     cap *= 2
@@ -585,7 +562,7 @@ def _sampled_words(buf, lengths, below):
     p = 0
     for w in range(len(lengths)):
         q = p + lengths[w]
-        h = _mix(_hash_bytes(buf, p, q))
+        h = _mix(fnv1a64(buf, p, q))
         if h < below:
             hashes[n] = h
             out_len[n] = q - p

@@ -3,16 +3,16 @@
 and its letter classes.
 
 datatrove's Gopher, FineWeb and C4 filters count words with spaCy's blank English
-tokenizer. algorithms/quality_signals.py reproduces that tokenizer in plain Python; its
-only table too long to write out by hand is this one: the 1,347 strings spaCy splits
-(or keeps whole) by rule ("don't" -> "do", "n't"; "e.g." stays one token; "cannot" ->
-"can", "not"). This script copies it from the installed spaCy (MIT licence), so the
-table is spaCy's own; tests/test_quality_signals.py checks it still equals spaCy's.
-It also writes spaCy's ALPHA, ALPHA_LOWER and ALPHA_UPPER character classes (which its
-infix and suffix rules use, and which differ from str.isalpha on some 30,000 code points,
-e.g. the Greek lunate epsilon) and its icons (LIST_ICONS, which its prefix, suffix and
-infix rules use: not every symbol Python's Unicode calls So, e.g. not the emoji U+1F972)
-as code point ranges.
+tokenizer. algorithms/words.py reproduces that tokenizer in plain Python (and
+algorithms/words_fast.py compiled); its only table too long to write out by hand is this
+one: the 1,347 strings spaCy splits (or keeps whole) by rule ("don't" -> "do", "n't";
+"e.g." stays one token; "cannot" -> "can", "not"). This script copies it from the
+installed spaCy (MIT licence), so the table is spaCy's own; tests/test_words.py checks it
+still equals spaCy's. It also writes spaCy's ALPHA, ALPHA_LOWER and ALPHA_UPPER character
+classes (which its infix and suffix rules use, and which differ from str.isalpha on some
+30,000 code points, e.g. the Greek lunate epsilon) and its icons (LIST_ICONS, which its
+prefix, suffix and infix rules use: not every symbol Python's Unicode calls So, e.g. not
+the emoji U+1F972) as code point ranges.
 
     python scripts/gen_spacy_special_cases.py
 """

@@ -24,9 +24,9 @@ import output_digests as od  # noqa: E402
 from algorithms import jit  # noqa: E402
 
 RECORD = Path(__file__).parent / "data" / "sample_digests.json"
-KERNEL_MODULES = ["bpe_trainer", "cleaning_fast", "exact_dedup_fast", "langid_fast",
+KERNEL_MODULES = ["bpe_trainer", "cleaning_fast", "exact_dedup_fast", "kernels", "langid_fast",
                   "minhash_fast", "packing_fast", "quality_signals_fast",
-                  "tokenizer_sample_fast"]
+                  "tokenizer_sample_fast", "words_fast"]
 
 
 def _records() -> dict:
@@ -39,6 +39,7 @@ def test_every_kernel_module_is_built_where_a_c_compiler_is():
     C compiler there is nothing to test here, and the stages compile on first use."""
     if shutil.which(os.environ.get("CC", "cc")) is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler: the kernels are compiled by numba on first use")
+    assert jit.kernel_modules() == KERNEL_MODULES
     records = _records()
     assert sorted(records) == KERNEL_MODULES
     assert all(jit.aot_usable(r) for r in records.values()), \

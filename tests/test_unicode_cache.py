@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from algorithms import (cleaning_fast, minhash_fast, packing_fast, quality_signals_fast,
-                        unicode_cache)
+                        unicode_cache, words_fast)
 
 
 def test_cached_tables_equal_a_fresh_build(tmp_path, monkeypatch):
@@ -32,18 +32,22 @@ def test_cached_tables_equal_a_fresh_build(tmp_path, monkeypatch):
 
 
 def test_quality_flags_are_cached_and_rebuilt_when_their_rules_change(tmp_path, monkeypatch):
-    # the cached table is the one _flag_table builds
+    # the cached tables are the ones _flag_table builds
     fresh = quality_signals_fast._flag_table()
     cached = quality_signals_fast._cached_flag_table()
     for a, b in zip(fresh, cached):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+    fresh, cached = words_fast._flag_table(), words_fast.cached_flag_table()
+    assert fresh.dtype == cached.dtype and np.array_equal(fresh, cached)
     # in a copy of the files it depends on: built once, read back, built again when
     # spaCy's table (one of those files) changes
     src = Path(quality_signals_fast.__file__).parent
-    for name in ("quality_signals.py", "quality_signals_fast.py", "spacy_en_special_cases.json"):
+    for name in ("quality_signals.py", "quality_signals_fast.py", "words.py", "words_fast.py",
+                 "spacy_en_special_cases.json"):
         shutil.copy(src / name, tmp_path / name)
     monkeypatch.setattr(quality_signals_fast, "__file__",
                         str(tmp_path / "quality_signals_fast.py"))
+    monkeypatch.setattr(words_fast, "__file__", str(tmp_path / "words_fast.py"))
     monkeypatch.setattr(unicode_cache, "__file__", str(tmp_path / "unicode_cache.py"))
     builds = []
     tiny = (np.array([7], np.uint32), np.array([-1], np.int32))
