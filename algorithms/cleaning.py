@@ -180,42 +180,12 @@ TUTORIAL = (
                  "--min-lang-conf", float, bins=SHARE_BINS, valid=(0, 1)),
 )
 
-# The published rule sets, their signals measured by algorithms/quality_signals.py
-# (readable) and quality_signals_fast.py (one compiled pass per pack), each rule declared
-# from that module's RULE_TABLE with datatrove 0.10.1's defaults. "lang" alone is the
-# tutorial's language rule, to put language ID where a recipe wants it (FineWeb runs it
-# before its other rules: --rules lang,gopher_repetition,gopher_quality,c4,fineweb).
+# The published rule sets (FineWeb, Gopher, C4) are declared in algorithms/rule_packs.py,
+# imported when a run asks for one (their module imports datatrove's character sets).
+# "lang" alone is the tutorial's language rule, to put language ID where a recipe wants
+# it (FineWeb runs it first: --rules lang,gopher_repetition,gopher_quality,c4,fineweb).
 QUALITY_PACKS = ("fineweb", "gopher_quality", "gopher_repetition", "c4")
-INT_SIGNALS = {"word_count", "stop_word_count", "sentence_count", "chars", "has_lorem_ipsum",
-               "has_curly_bracket"}
 PACKS: dict[str, tuple[Rule, ...]] = {"tutorial": TUTORIAL, "lang": TUTORIAL[-1:]}
-
-
-def quality_pack(pack: str) -> tuple[Rule, ...]:
-    """The rules of a published rule set, declared from quality_signals.RULE_TABLE. Each
-    signal is named after its pack ("fineweb.line_punct_share"): two packs may measure a
-    number of the same name differently. A rule meant for every language applies to any
-    document; one declared for some languages only (Gopher's mean word length: English)
-    needs the document's language, and gets it from language ID."""
-    from . import quality_signals, quality_signals_fast
-
-    scan = Pass(lambda texts, pack=pack: quality_signals_fast.measure(pack, texts),
-                version=f"{pack}:{quality_signals.PACK_VERSIONS[pack]}",
-                shared=(quality_signals_fast.measure_packs, pack),
-                reference=functools.partial(quality_signals.measure, pack))
-    rules = []
-    for r in quality_signals.RULE_TABLE:
-        if r["pack"] != pack:
-            continue
-        kind = int if r["signal"] in INT_SIGNALS else float
-        langs = None if {"en", "zh"} <= set(r["languages"]) else tuple(r["languages"])
-        rules.append(Rule(r["name"], r["description"], f"{pack}.{r['signal']}",
-                          scan[r["signal"]], kind(r["threshold"]), r["direction"],
-                          "--" + r["name"].replace("_", "-"), kind, bins=tuple(r["bins"]),
-                          scale=r["scale"], languages=langs,
-                          # every signal of the packs is a count, a length or a ratio
-                          valid=(0, 1 if r["signal"].endswith("_share") else None)))
-    return tuple(rules)
 
 
 def pack_names() -> list[str]:
@@ -223,13 +193,11 @@ def pack_names() -> list[str]:
 
 
 def pack_flags() -> dict[str, str]:
-    """Every built-in rule's flag -> its pack, without building the packs (whose
-    compiled measure would import numba)."""
-    from . import quality_signals
+    """Every built-in rule's flag -> its pack."""
+    from . import rule_packs
 
-    flags = {r["name"]: r["pack"] for r in quality_signals.RULE_TABLE}
-    out = {"--" + name.replace("_", "-"): pack for name, pack in flags.items()}
-    for pack, rules in PACKS.items():
+    out = {}
+    for pack, rules in {**PACKS, **rule_packs.PACKS}.items():
         for r in rules:
             out.setdefault(r.flag, pack)
     return out
@@ -241,7 +209,9 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
     if pack in PACKS:
         return PACKS[pack]
     if pack in QUALITY_PACKS:
-        return quality_pack(pack)
+        from . import rule_packs
+
+        return rule_packs.PACKS[pack]
     import importlib.util
 
     path = Path(pack)

@@ -9,11 +9,11 @@ learner meets them, grouped by rule set ("pack"):
     gopher_repetition  Gopher's repetition rules (14 rules)
     c4                 C4's document-level rules (3 rules; this project never edits text)
 
-RULE_TABLE at the end says, for every rule, which number it reads, the threshold and
-direction of datatrove 0.10.1's default, datatrove's own condition, and the languages
-the rule is meant for. algorithms/quality_signals_fast.py computes the same numbers for
-a whole batch at once; tests/test_quality_signals.py checks both against each other and
-the decisions against datatrove's filters.
+The rules themselves, each declared once as a Rule with datatrove 0.10.1's default and
+datatrove's own condition beside it, are algorithms/rule_packs.py.
+algorithms/quality_signals_fast.py computes the same numbers for a whole batch at once;
+tests/test_quality_signals.py checks both against each other and the decisions against
+datatrove's filters.
 
 Words. datatrove counts words with spaCy's blank English tokenizer, punctuation marks
 included; `words()` (algorithms/words.py) is that tokenizer rewritten in plain Python,
@@ -325,9 +325,12 @@ SIGNALS = {
 }
 
 
-# What each pack's kept signals depend on (cleaning.quality_pack): a version per pack,
+# What each pack's kept signals depend on (algorithms/rule_packs.py): a version per pack,
 # raised when a pack's numbers change. fineweb 3: "……" after Chinese ends a sentence.
 PACK_VERSIONS = {"fineweb": 3, "gopher_quality": 2, "gopher_repetition": 2, "c4": 2}
+# The signals that are counts (kept as int64); the others are shares, lengths and ratios.
+INT_SIGNALS = {"word_count", "stop_word_count", "sentence_count", "chars", "has_lorem_ipsum",
+               "has_curly_bracket"}
 
 
 def measure(pack: str, text: str) -> dict[str, float | int]:
@@ -335,117 +338,4 @@ def measure(pack: str, text: str) -> dict[str, float | int]:
     return {name: f(text) for name, f in SIGNALS[pack].items()}
 
 
-def _rule(pack, name, signal, condition, threshold, direction, description, bins,
-          scale="linear", languages=("en", "zh")):
-    return {"pack": pack, "name": name, "signal": signal, "datatrove": condition,
-            "threshold": threshold, "direction": direction, "languages": list(languages),
-            "description": description, "bins": list(bins), "scale": scale}
-
-
-_SHARE = [i / 20 for i in range(21)]
-_SMALL = [0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0]
-_GRAM = [i / 50 for i in range(26)] + [0.6, 0.8, 1.0]
-_COUNT = [0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 1e6]
-
-# Every rule: removed when value < threshold ("below") or value > threshold ("above").
-RULE_TABLE = [
-    # fineweb (datatrove FineWebQualityFilter)
-    _rule("fineweb", "fineweb_line_punct", "line_punct_share",
-          "ratio < line_punct_thr (lines ending in TERMINAL_PUNCTUATION; here also in '…' "
-          "after a CJK character; no non-blank line: 'empty')", 0.12, "below",
-          "Too few lines end like a sentence: menus, lists, tables.", _SHARE),
-    _rule("fineweb", "fineweb_short_lines", "short_line_share",
-          "ratio > short_line_thr (lines of len <= short_line_length=30; here width, a CJK "
-          "character 2)", 0.67, "above",
-          "Mostly short lines: navigation, link lists, headings.", _SHARE),
-    _rule("fineweb", "fineweb_dup_line_chars", "dup_line_char_share",
-          "find_duplicates(lines)[1] / len(text.replace('\\n', '')) > char_duplicates_ratio",
-          0.01, "above", "Repeated lines carry more than 1% of the characters: boilerplate.",
-          _SMALL),
-    _rule("fineweb", "fineweb_newline_words", "newlines_per_word",
-          "text.count('\\n') / len(words) > new_line_ratio", 0.3, "above",
-          "Many newlines per word: a list rather than prose.", _SMALL),
-    # gopher_quality (datatrove GopherQualityFilter)
-    _rule("gopher_quality", "gopher_min_words", "word_count",
-          "n_non_symbol_words < min_doc_words", 50, "below",
-          "Fewer than 50 words (punctuation not counted): too short to learn from.",
-          _COUNT, "log"),
-    _rule("gopher_quality", "gopher_max_words", "word_count",
-          "n_non_symbol_words > max_doc_words", 100_000, "above",
-          "More than 100,000 words: dumps and concatenations.", _COUNT, "log"),
-    _rule("gopher_quality", "gopher_min_mean_word_length", "mean_word_length",
-          "mean word length < min_avg_word_length", 3, "below",
-          "Words of under 3 characters on average: codes, numbers, gibberish.",
-          [i / 2 for i in range(31)], languages=("en",)),
-    _rule("gopher_quality", "gopher_max_mean_word_length", "mean_word_length",
-          "mean word length > max_avg_word_length", 10, "above",
-          "Words of over 10 characters on average: URLs, hashes, glued text.",
-          [i / 2 for i in range(31)], languages=("en",)),
-    _rule("gopher_quality", "gopher_hash_ratio", "hash_ratio",
-          "text.count('#') / n_words > max_symbol_word_ratio", 0.1, "above",
-          "More than one '#' per ten words: hashtags, markup, comments.", _SMALL),
-    _rule("gopher_quality", "gopher_ellipsis_ratio", "ellipsis_ratio",
-          "(text.count('...') + text.count('…')) / n_words > max_symbol_word_ratio", 0.1,
-          "above", "More than one ellipsis per ten words: truncated snippets.", _SMALL),
-    _rule("gopher_quality", "gopher_bullet_lines", "bullet_line_share",
-          "lines starting with '•' or '-' / len(text.splitlines()) > max_bullet_lines_ratio",
-          0.9, "above", "Over 90% bullet lines: a list, not prose.", _SHARE),
-    _rule("gopher_quality", "gopher_ellipsis_lines", "ellipsis_line_share",
-          "lines ending in '...' or '…' / len(lines) > max_ellipsis_lines_ratio", 0.3,
-          "above", "Over 30% of lines end in an ellipsis: teasers, truncated feeds.",
-          _SHARE),
-    _rule("gopher_quality", "gopher_alpha_words", "alpha_word_share",
-          "words with an alphabetic character / n_words < max_non_alpha_words_ratio", 0.8,
-          "below", "Under 80% of words (punctuation marks included) contain a letter: "
-          "numbers, symbols, code.", _SHARE),
-    _rule("gopher_quality", "gopher_stop_words", "stop_word_count",
-          "len(stop_words & set(words)) < min_stop_words", 2, "below",
-          "Fewer than 2 different stop words: not running text.",
-          [0, 1, 2, 3, 4, 5, 6, 8, 10, 12, 16]),
-    # gopher_repetition (datatrove GopherRepetitionFilter)
-    _rule("gopher_repetition", "gopher_rep_empty", "chars", "not text ('empty')", 1,
-          "below", "An empty text.", _COUNT, "log"),
-    _rule("gopher_repetition", "gopher_dup_paragraphs", "dup_paragraph_share",
-          "paragraphs_duplicates / len(paragraphs) > dup_para_frac", 0.3, "above",
-          "Over 30% of paragraphs repeat an earlier one.", _SHARE),
-    _rule("gopher_repetition", "gopher_dup_paragraph_chars", "dup_paragraph_char_share",
-          "char_duplicates / len(text) > dup_para_char_frac", 0.2, "above",
-          "Repeated paragraphs hold over 20% of the characters.", _SHARE),
-    _rule("gopher_repetition", "gopher_dup_lines", "dup_line_share",
-          "line_duplicates / len(lines) > dup_line_frac", 0.3, "above",
-          "Over 30% of lines repeat an earlier one.", _SHARE),
-    _rule("gopher_repetition", "gopher_dup_line_chars", "dup_line_char_share",
-          "char_duplicates / len(text) > dup_line_char_frac", 0.2, "above",
-          "Repeated lines hold over 20% of the characters.", _SHARE),
-    *[_rule("gopher_repetition", f"gopher_top_{n}gram", f"top_{n}gram_char_share",
-            f"find_top_duplicate({n}-grams) / len(text) > {t}", t, "above",
-            f"The most frequent {n}-word sequence covers over {t:.0%} of the text.", _GRAM)
-      for n, t in ((2, 0.20), (3, 0.18), (4, 0.16))],
-    *[_rule("gopher_repetition", f"gopher_dup_{n}gram", f"dup_{n}gram_char_share",
-            f"find_all_duplicate(words, {n}) / len(text) > {t}", t, "above",
-            f"Repeated {n}-word sequences cover over {t:.0%} of the text.", _GRAM)
-      for n, t in ((5, 0.15), (6, 0.14), (7, 0.13), (8, 0.12), (9, 0.11), (10, 0.10))],
-    # c4 (datatrove C4QualityFilter, document-level checks only)
-    _rule("c4", "c4_lorem_ipsum", "has_lorem_ipsum", "'lorem ipsum' in line.lower()", 0,
-          "above", "Placeholder text.", [0, 0.5, 1]),
-    _rule("c4", "c4_curly_bracket", "has_curly_bracket", "'{' in line", 0, "above",
-          "A '{': code or templates rather than prose.", [0, 0.5, 1]),
-    _rule("c4", "c4_min_sentences", "sentence_count",
-          "num_sentences < min_num_sentences (spaCy sentences per line, at least 1 a line)",
-          5, "below", "Fewer than 5 sentences.", _COUNT, "log"),
-]
-
 PACKS = tuple(SIGNALS)
-
-
-def removed_by(rule: dict, value: float) -> bool:
-    """The rule's decision for a measured value."""
-    if rule["direction"] == "below":
-        return value < rule["threshold"]
-    return value > rule["threshold"]
-
-
-def decide(pack: str, values: dict, lang: str = "en") -> list[str]:
-    """Names of the pack's rules (those meant for lang) that remove a document."""
-    return [r["name"] for r in RULE_TABLE if r["pack"] == pack and lang in r["languages"]
-            and removed_by(r, values[r["signal"]])]

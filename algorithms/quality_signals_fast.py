@@ -574,8 +574,6 @@ def _run(want, cols, data, offsets, valid, F, LOWER, T, SCP, SS, out, maxlen):
             _c4(cps, L, F, LOWER, nw, W, row[cols[3]:])
 
 
-_INTS = {"word_count", "stop_word_count", "chars", "has_lorem_ipsum", "has_curly_bracket",
-         "sentence_count"}
 
 
 def measure(pack: str, col: pa.Array | pa.ChunkedArray) -> dict[str, np.ndarray]:
@@ -617,7 +615,7 @@ def measure_packs(packs: list[str], col: pa.Array | pa.ChunkedArray) -> dict[str
             raise RuntimeError(f"{', '.join(label[i] for i in missing)}: declared in "
                                "quality_signals.SIGNALS, but the compiled kernel "
                                "(quality_signals_fast) gave no value for some documents")
-    return {p: {k: (out[:, i].astype(np.int64) if k in _INTS else out[:, i].copy())
+    return {p: {k: (out[:, i].astype(np.int64) if k in Q.INT_SIGNALS else out[:, i].copy())
                 for i, k in enumerate(names[p], start=int(cols[Q.PACKS.index(p)]))}
             for p in packs}
 

@@ -9,8 +9,9 @@ For every pack, both sides judge the same documents in this process (one core):
 - reference: datatrove 0.10.1's own filter (bench/datatrove_packs.py: the published
   defaults; C4 at document level), one Document per text, as a datatrove pipeline runs it;
 - ours: algorithms.quality_signals_fast.measure on a batch of 1,024 documents from an
-  Arrow column (every signal of the pack in one compiled pass), then RULE_TABLE's
-  thresholds (every rule, as datatrove applies them all to every document).
+  Arrow column (every signal of the pack in one compiled pass), then the thresholds of
+  every rule of the pack (algorithms/rule_packs.py), as datatrove applies them all to
+  every document.
 
 The corpus is cut into blocks; each block is timed for both sides, alternating which goes
 first, so drifting load on a shared machine hits both alike. Throughput is text MB per
@@ -67,14 +68,12 @@ def reference(pack: str, texts: list[str]) -> list[bool]:
 def ours(pack: str, col):
     import numpy as np
 
-    from algorithms import quality_signals as Q
+    from algorithms import rule_packs
     from algorithms.quality_signals_fast import measure
     values = measure(pack, col)
     removed = np.zeros(len(col), bool)
-    for r in Q.RULE_TABLE:
-        if r["pack"] == pack:
-            v = values[r["signal"]]
-            removed |= (v < r["threshold"]) if r["direction"] == "below" else (v > r["threshold"])
+    for r in rule_packs.PACKS[pack]:
+        removed |= r.removed(values[r.signal.split(".", 1)[1]], r.threshold)
     return ~removed
 
 

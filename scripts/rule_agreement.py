@@ -7,7 +7,7 @@
 Reads the first --mb MB of text of the corpus (part-*.parquet in name order, columns
 text and lang). On the English documents (lang == "en") it runs, for every pack, datatrove
 0.10.1's own filter with the published defaults (bench/datatrove_packs.py) and the
-decision from our signals (algorithms/quality_signals_fast) and RULE_TABLE's
+decision from our signals (algorithms/quality_signals_fast) and algorithms/rule_packs.py's
 thresholds, and prints per pack and per rule the documents, the agreement, and every
 disagreement by class with a few examples. A rule's line compares "datatrove's first
 failing check is this rule" with "our first failing rule is this rule" (in datatrove's
@@ -41,6 +41,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from algorithms import quality_signals as Q  # noqa: E402
+from algorithms import rule_packs  # noqa: E402
 from datatrove_packs import datatrove_verdict  # noqa: E402
 
 REASONS = {
@@ -84,14 +85,14 @@ def disagreement_class(text: str) -> str:
 
 def first_rules(pack: str, values: dict, lang: str = "en") -> list[str | None]:
     """Per document, the first of the pack's rules (in datatrove's order) that removes it."""
-    rules = [r for r in Q.RULE_TABLE if r["pack"] == pack and lang in r["languages"]]
+    rules = [r for r in rule_packs.PACKS[pack] if not r.skips(lang)]
     n = len(next(iter(values.values())))
     out = [None] * n
     for r in reversed(rules):
-        name = "c4_lorem_or_curly" if r["name"] in ("c4_lorem_ipsum", "c4_curly_bracket") \
-            else r["name"]
-        for i, v in enumerate(values[r["signal"]]):
-            if Q.removed_by(r, v):
+        name = "c4_lorem_or_curly" if r.name in ("c4_lorem_ipsum", "c4_curly_bracket") \
+            else r.name
+        for i, v in enumerate(values[r.signal.split(".", 1)[1]]):
+            if r.removed(v, r.threshold):
                 out[i] = name
     return out
 
@@ -170,11 +171,11 @@ def main() -> int:
         for pack in packs:
             values = measure(pack, col)
             any_ = np.zeros(len(zh), bool)
-            for r in Q.RULE_TABLE:
-                if r["pack"] == pack and "zh" in r["languages"]:
-                    hit = np.array([Q.removed_by(r, v) for v in values[r["signal"]]], bool)
+            for r in rule_packs.PACKS[pack]:
+                if not r.skips("zh"):
+                    hit = np.asarray(r.removed(values[r.signal.split(".", 1)[1]], r.threshold))
                     any_ |= hit
-                    print(f"   {r['name']:<30} {hit.mean():7.2%}")
+                    print(f"   {r.name:<30} {hit.mean():7.2%}")
             print(f"   {pack + ' (any rule)':<30} {any_.mean():7.2%}")
     print("\nagreement >= 99% on every pack" if ok else "\nagreement BELOW 99% on some pack")
     return 0 if ok else 1

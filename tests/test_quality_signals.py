@@ -22,6 +22,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from algorithms import quality_signals as Q  # noqa: E402
 from algorithms import quality_signals_fast as QF  # noqa: E402
+from algorithms import rule_packs  # noqa: E402
+from algorithms import rules as rules_module  # noqa: E402
 from datatrove_packs import datatrove_verdict, filters  # noqa: E402
 from rule_agreement import agreement, disagreement_class, tutorial_keeps  # noqa: E402
 
@@ -116,15 +118,19 @@ def test_sentence_ends_are_spacys():
     assert set(Sentencizer.default_punct_chars) == Q.SENTENCE_END
 
 
-def test_rule_table_matches_datatrove_defaults():
+def test_rule_packs_match_datatrove_defaults():
     f = filters()
-    names = [r["name"] for r in Q.RULE_TABLE]
+    rules = [r for pack in Q.PACKS for r in rule_packs.PACKS[pack]]
+    names = [r.name for r in rules]
     assert len(names) == len(set(names))
-    for r in Q.RULE_TABLE:
-        assert r["signal"] in Q.SIGNALS[r["pack"]]
-        assert r["direction"] in ("below", "above") and r["scale"] in ("linear", "log")
-        assert list(r["bins"]) == sorted(r["bins"]) and set(r["languages"]) <= {"en", "zh"}
-    th = {r["name"]: r["threshold"] for r in Q.RULE_TABLE}
+    for pack in Q.PACKS:
+        for r in rule_packs.PACKS[pack]:
+            prefix, signal = r.signal.split(".", 1)
+            assert prefix == pack and signal in Q.SIGNALS[pack]
+            assert r.kind is (int if signal in Q.INT_SIGNALS else float)
+            assert r.flag == "--" + r.name.replace("_", "-") and r.languages in (None, ("en",))
+            assert rules_module.declaration_error(r) is None
+    th = {r.name: r.threshold for r in rules}
     fw, gq, gr, c4 = (f[p] for p in Q.PACKS)
     assert (th["fineweb_line_punct"], th["fineweb_short_lines"], th["fineweb_dup_line_chars"],
             th["fineweb_newline_words"]) == (fw.line_punct_thr, fw.short_line_threshold,
@@ -152,7 +158,8 @@ def test_newer_emoji_count_as_spacy_counts_them():
             + " ".join(["together"] * 6) + " 🥲🥲 🥲🥲")
     assert Q.words(text)[-2:] == ("🥲🥲", "🥲🥲")
     values = QF.measure("gopher_quality", pa.array([text], pa.string()))
-    assert Q.decide("gopher_quality", {k: v[0] for k, v in values.items()}) == ["gopher_min_words"]
+    assert rule_packs.decide("gopher_quality", {k: v[0] for k, v in values.items()}) == \
+        ["gopher_min_words"]
     assert datatrove_verdict("gopher_quality", text) == (False, "gopher_short_doc")
 
 
@@ -194,9 +201,9 @@ def test_no_pack_removes_chinese_prose_wholesale():
     for pack in Q.PACKS:
         values = QF.measure(pack, col)
         removed = np.zeros(len(zh), bool)
-        for r in Q.RULE_TABLE:
-            if r["pack"] == pack and "zh" in r["languages"]:
-                removed |= [Q.removed_by(r, v) for v in values[r["signal"]]]
+        for r in rule_packs.PACKS[pack]:
+            if not r.skips("zh"):
+                removed |= r.removed(values[r.signal.split(".", 1)[1]], r.threshold)
         kept = 1 - removed.mean()
         print(f"{pack}: keeps {kept:.1%} of the {len(zh)} Chinese documents the tutorial keeps")
         assert kept >= 0.85, pack
