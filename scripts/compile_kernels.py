@@ -17,7 +17,7 @@ and, after the first chain, the kernels a real corpus reaches and the sample doe
 (exercise(): dedup_exact's kernel, MinHash's rare paths).
 
 They are the kernels, with the argument types, that a real run loads. Flags that select
-other code (--trainer hf, --encoder, a sweep) compile what they add on their first use.
+other code (--encoder, a sweep) compile what they add on their first use.
 The outputs go to a temporary folder, removed at the end.
 
 Then each module's kernels are built ahead of time (algorithms/jit.py), for the argument
