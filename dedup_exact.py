@@ -1,28 +1,18 @@
 """Step 3a (tutorial section 3.2): remove documents that are exactly the same.
 
     python dedup_exact.py                                  # data/cleaned -> data/dedup_exact
-    python dedup_exact.py --input data/cleaned --output data/dedup_exact --workers 8
     python dedup_exact.py --memory-budget 4GB              # spill to disk beyond 4 GB
+    python dedup_exact.py --engine reference               # 3.2's exact_dedup, as written
 
 Two documents are "the same" when their normalised texts are equal: whitespace runs
-collapsed to one space and everything lowercased (section 3.2: otherwise one extra space
-makes a reprinted page look new). Of each group of equal documents the first occurrence
-is kept, in the corpus's order (shard order, then row order), so the output does not
-depend on --workers. The algorithm, beside the tutorial's own exact_dedup, is in
-algorithms/exact_dedup.py: a 128-bit digest (xxh3-128) per document, kept as two
-integers, and first occurrences found by sorting the digests, in at most 32 bytes per
-document (about 26 measured; the tutorial's set of sha256 digests, about 100 by its 3.2,
-took 145-149 measured). When that would exceed --memory-budget, the digests are spilled
-to disk in hash partitions, with the same result.
-
-The steps, each one phase (parallel ones through the datatrove executor, one task per
-unit of at most --task-mb MB of text):
-  1. hash      the digest of every document            -> _work/hash/XXXXX.npy
-  2. select    every occurrence after the first, sorted  (in this process)
-  3. filter    copy the kept rows                       -> part-XXXXX.parquet
-
-Clean runs before dedup (section 3.7): cleaning can turn two different pages into the
-same text, and only a later dedup can catch that.
+collapsed to one space and everything lowercased (3.2: otherwise one extra space makes a
+reprinted page look new). Of each group of equal documents the first in corpus order is
+kept, so the output does not depend on --workers. The fast engine digests every document
+in tasks (xxh3-128, two integers) and finds the first occurrences by sorting the digests
+(at most 32 bytes a document, spilled to disk in hash partitions beyond
+--memory-budget); --engine reference runs 3.2's exact_dedup, a set of digests, over the
+corpus in order. Then a filter phase copies the kept rows. Clean runs before dedup (3.7):
+cleaning can turn two different pages into the same text. More: docs/stages/dedup.md.
 """
 
 from __future__ import annotations

@@ -1,55 +1,25 @@
 """Step 3b (tutorial sections 3.4 to 3.6): remove near-duplicates with MinHash and LSH.
 
     python dedup_minhash.py                      # data/dedup_exact -> data/dedup
-    python dedup_minhash.py --threshold 0.85 --workers 8
-    python dedup_minhash.py --bands 16 --rows 8 --num-perm 128 --ngram 5
+    python dedup_minhash.py --threshold 0.85
+    python dedup_minhash.py --sweep threshold=0.7,0.8,0.9   # what each would remove
+    python dedup_minhash.py --engine reference   # shingles, signature, find, as 3.4-3.6
 
-What it does, in the tutorial's words:
-  3.4  Each document becomes the set of its 5-character shingles (on the same normalised
-       text as dedup_exact.py), compressed to a signature of k=128 minimum hash values.
-       Two signatures agree in a position with probability equal to the Jaccard
-       similarity of the two shingle sets.
-  3.5  LSH: the signature is cut into b=16 bands of r=8 rows; two documents that agree
-       on a whole band land in the same bucket and become a candidate pair, with
-       probability P = 1 - (1 - s^r)^b. Only candidates are compared: a candidate is a
-       duplicate only if its signatures agree in at least --threshold (0.8) of all 128
-       positions. Short character shingles without this check let through about 5%
-       false pairs; the rejected candidates are counted and reported.
-  3.6  Duplicates are joined into connected components (union-find): A~B and B~C puts
-       A, B and C in one cluster even when A and C differ more. Each cluster keeps
-       exactly one document, the first in corpus order (smallest shard, then row), so
-       the result depends neither on --workers nor on how documents were split into tasks.
+  3.4  Each document becomes the set of its 5-character shingles (of the text normalised
+       as dedup_exact.py does), compressed to a signature of k=128 minimum hash values.
+  3.5  LSH: the signature is cut into b=16 bands of r=8 rows; two documents that agree on
+       a whole band become a candidate pair. A candidate is a duplicate only if its
+       signatures agree in at least --threshold (0.8) of the 128 positions; the rejected
+       candidates are counted and reported.
+  3.6  Duplicates are joined into connected components (union-find); each cluster keeps
+       its first document in corpus order, so the result depends neither on --workers
+       nor on how documents were split into tasks.
 
-Phases (parallel ones run through the datatrove executor, tasks fixed by the data: units
-of at most --task-mb MB of text, see pipeline/units.py):
-  1. signatures  one task per unit -> _work/sig/XXXXX.npy (n x k uint32) and the band
-                 hashes _work/band/XXXXX.npy (b x n uint64), streamed batch by batch
-  2. buckets     one task per band: sort the band hashes (no dict of Python objects);
-                 equal neighbours are candidate pairs -> _work/pairs/XXX.npy
-  3. verify      driver: unique candidates, similarity over all k values, >= threshold
-  4. cluster     driver: union-find over the verified pairs, root = smallest index
-  5. filter      one task per unit: copy the kept rows -> part-XXXXX.parquet
-
-Reruns are cheap: the signatures, the band hashes and the candidate pairs are kept in
-the output (signatures/, bands/, candidates/, and the rows removed, removed/, which lets
-verify.py reuse the band hashes; --no-keep-signatures turns this off), keyed
-by what they depend on (the input's fingerprint, --ngram, --num-perm, --seed; the bands
-and candidates also --bands and --rows) and checked against their digests before use. The
-candidates are kept with the number of signature positions each pair shares, so a rerun
-with another --threshold redoes only the clusters and the filter; one with another
-b x r and the same k also the buckets and verification. An output file whose rows do
-not change is reused as it is. `--sweep threshold=0.7,0.8,0.9`
-prints what each threshold would remove, and the pairs that change fate between
-neighbouring values, without writing any output.
-
-The algorithm is in algorithms/minhash.py: first in plain Python, line by line beside
-sections 3.4 to 3.6, then the same at scale (signatures from numba kernels in
-algorithms/minhash_fast.py, cached on disk after the first run; buckets by sorting;
-union-find in numpy), tested to give the same numbers. Each of the k hash functions is
-h_i(x) = ((a_i * x + b_i) mod 2^64) >> 32 on a 32-bit shingle hash x, once per distinct
-shingle of a text. A text shorter than the shingle length is one shingle (the whole
-text); a multi-megabyte text is normalised and hashed in pieces, in bounded memory.
-Nothing is skipped.
+Phases: signatures (one task per unit, with the band hashes), buckets (one task per
+band), verify and cluster (in this process), filter (one task per unit). The signatures,
+band hashes and candidates with their agreement are kept beside the output, so a rerun
+with another --threshold redoes only the clusters and the filter, and a sweep measures
+nothing again. More: docs/stages/dedup.md.
 """
 
 from __future__ import annotations

@@ -1,44 +1,21 @@
-"""Step 5 of the tutorial: tokenize every document and pack the ids into train.bin / val.bin.
+"""Step 5 (tutorial section 5): tokenize every document and pack the ids into train.bin / val.bin.
 
     python pack_parallel.py                       # data/dedup/ -> data/train.bin, data/val.bin
-    python pack_parallel.py --workers 8 --val-ratio 0.001 --seed 42
+    python pack_parallel.py --val-ratio 0.001 --seed 42
+    python pack_parallel.py --engine reference    # encode_shard and concat, as 5.5
 
-What it does, in the order the tutorial asks for it:
-
-- 5.7 split by *document*, before packing: a document goes to val.bin when the seeded
-  hash of its id is among the n_val smallest (n_val = max(1, int(N * val_ratio))). The
-  choice depends only on the ids and the seed, never on --workers or on how the
-  documents are spread over shards. The val ids are listed in pack_report/val_ids.txt.
-- 5.3 every document is followed by exactly one <|endoftext|>; text inside a document
-  never becomes a special token (a literal "<|endoftext|>" is encoded as plain bytes).
-- 4.6 a tokenizer whose largest id does not fit in uint16 is refused before any work.
-- 5.5 one task per unit of at most --task-mb MB of the input (a few row groups of one
-  shard): each task has its own encoders (built in the worker, or, in a pool forked
-  from this process, built once before the fork and inherited; never pickled) and
-  writes its own part files; the
-  driver concatenates the parts in corpus order, so the output is byte-identical for any
-  --workers, any --task-mb and on every rerun.
-- Memory is bounded by --batch-rows: a task encodes a batch, writes it as uint16 and
-  forgets it. It never holds a shard's ids as a Python list (36 bytes per token). One
-  huge document is held whole (about 40 bytes per byte of a piece without whitespace).
-- Speed: HF tokenizers encodes 2-3.5 MB/s per core. pack encodes with algorithms/packing_fast.py,
-  HF's byte-level BPE compiled with numba over UTF-8 bytes (its merge list, its GPT-2
-  split pattern, a cache of pieces already seen), at several times HF's speed and faster
-  than tiktoken given the same vocabulary (`--encoder tiktoken`, ~12-16 MB/s). Either
-  fast path is used only when the tokenizer is a plain byte-level BPE, and only if it
-  gives HF's ids on a sample of this corpus (--check-bytes, the first documents of every
-  shard), checked before any task starts. HF encodes the sample in a thread while the
-  driver builds the fast encoder and starts its pool, on the core that would wait. If
-  any differ, pack warns and encodes with HF (--encoder auto), or stops (a fast encoder
-  asked for by name).
-- train.bin / val.bin appear only complete (staged, then renamed); the manifest
-  data/pack_manifest.json records documents, tokens, EOS counts, dtype, the tokenizer's
-  hash and the input's fingerprint. A rerun whose input, tokenizer and config match it,
-  with both .bin files and the val ids matching their digests, keeps them and encodes
-  nothing (--force packs anyway).
-
-Read the result with `np.memmap("data/train.bin", dtype=np.uint16, mode="r")`, or with
-algorithms.loader.get_batch(split, batch_size, seq_len) (5.2).
+In the tutorial's order: 5.7 splits by document, before packing (a document goes to
+val.bin when the seeded hash of its id is among the n_val smallest; pack_report/val_ids.txt
+lists them); 4.6 refuses a tokenizer whose largest id does not fit in uint16; 5.5 encodes
+one task per unit of the input, each loading the tokenizer itself and writing its own
+parts, every document followed by exactly one <|endoftext|> (5.3; a literal
+"<|endoftext|>" in a document is plain text); then the parts are concatenated in task
+order, so the output is byte-identical for any --workers. The fast engine encodes with
+HF's byte-level BPE compiled (algorithms/packing_fast.py), only after it gave HF's ids on
+a sample of this corpus (--check-bytes); --engine reference with HF's encode, document by
+document. A rerun whose input, tokenizer and config match encodes nothing (--force packs
+anyway). Read the result with np.memmap("data/train.bin", dtype=np.uint16, mode="r"), or
+algorithms.loader.get_batch (5.2). More: docs/stages/pack.md.
 """
 
 from __future__ import annotations

@@ -2,86 +2,28 @@
 
     python train_tokenizer.py                         # data/dedup/ -> data/tokenizer/
     python train_tokenizer.py --vocab-size 8000       # the bundled sample (make demo)
-    python train_tokenizer.py --sample-ratio 0.02 --max-bytes 1500000000
+    python train_tokenizer.py --engine reference      # corpus_iter and BpeTrainer, as 4.7
 
-The tokenizer is the one of 4.4 and 4.7: a BPE model on
-UTF-8 bytes (ByteLevel pre-tokenizer and its matching ByteLevel decoder), all 256 bytes
-in the initial alphabet so no input is ever unknown (4.4), and --vocab-size 32000 ids so
-every id fits in uint16 (4.6). The special tokens of 4.8 take ids 0-10 and count inside
-the 32000: <|endoftext|>, <|im_start|>, <|im_end|>, <|reserved_0|> ... <|reserved_7|>.
+4.7's tokenizer: BPE on UTF-8 bytes (ByteLevel pre-tokenizer and decoder, all 256 bytes
+in the initial alphabet, 4.4), --vocab-size 32000 ids so every id fits in uint16 (4.6),
+and 4.8's special tokens at ids 0-10 (<|endoftext|>, <|im_start|>, <|im_end|>,
+<|reserved_0|> ... <|reserved_7|>).
 
-Training (4.7 steps 3 and 4) runs HF tokenizers' BpeTrainer's algorithm compiled
-(algorithms/bpe_trainer.py: train_words, the default): the sample's tasks count its
-words as they draw it (on every core, or every node of a cluster), then BpeTrainer's
-merge loop runs on them, ties broken as BpeTrainer breaks them, so tokenizer.json is
-byte for byte the one BpeTrainer writes (tested), 3.7 to 10 times faster.
-`--engine reference` runs BpeTrainer itself, as 4.7 does, fed by corpus_iter (4.7 step 2).
+Step 2, the sample: --sample-ratio (0.05) of the corpus's text, at least --min-bytes and
+at most --max-bytes (2 GB), each document drawn by a seeded hash of its id, so the sample
+keeps the corpus's language mix (printed); --heldout-bytes (5 MB) are held out first, to
+measure compression (4.5). Steps 3-4, training: BpeTrainer's algorithm, compiled (the
+fast engine), or BpeTrainer itself (--engine reference): the same tokenizer.json, byte
+for byte. The trainer's memory is estimated before it starts, and a sample that would not
+fit stops the stage with the --max-bytes that would. Step 5, the checks: the vocabulary's
+size and largest id, a lossless round trip on English, Chinese, emoji and real
+documents, the special tokens' ids, and a literal "<|endoftext|>" in text never encoded
+as the special token; any miss stops the stage before anything is saved.
 
-The training sample (4.7 step 2):
-- --sample-ratio (0.05) of the corpus's text bytes, raised to --min-bytes (1 GB, or
-  --max-bytes when that is smaller; the whole corpus when it is smaller) and capped at
-  --max-bytes (2 GB). Each document is drawn by its seeded id hash, so the sample's size
-  lands within a few percent of the target, not on it. The tutorial says 2-5 GB is
-  enough; the cap stays below 2^31 bytes because BpeTrainer counts pairs in 32-bit
-  integers (HF tokenizers issue 2058): a pair seen more than 2,147,483,647 times wraps
-  negative and is silently dropped. A sample of fewer than
-  2^31 bytes holds fewer than 2^31 adjacent byte pairs, so no count can wrap; a sample
-  drawn above that (a --max-bytes at the limit) stops --engine reference before training.
-- drawn evenly: a document is in the sample when a seeded hash of its id falls in the
-  sample's share of the hash range (the held-out share comes first), so every part of
-  the corpus gives the same share of its bytes, and the choice depends neither on
-  --workers nor on how the input is cut into tasks. Tasks stream their rows in record
-  batches; row lengths, the choice and the cropping happen in Arrow/numpy, and only the
-  chosen documents ever become Python strings. So the sample keeps the corpus's language
-  mix (printed, with its English/Chinese share), unlike a stride over a stream (4.7).
-- documents longer than --max-doc-chars (100,000) are cropped: BpeTrainer's memory grows
-  with the number of distinct words, and one huge document (a log dump, a concatenated
-  book) would otherwise weigh as much as thousands of ordinary ones.
-- the trainer's memory is estimated before it starts, and a sample that would not fit
-  stops the stage with the --max-bytes that would (--memory-budget, default: the memory
-  available now). BpeTrainer keeps every distinct word of its sample, with a 32-byte
-  symbol per byte of it and an index from each pair of symbols to the words holding it,
-  so its memory follows the distinct words, not the sample's size. English words
-  repeat; but the ByteLevel pre-tokenizer makes each run of Chinese characters between
-  spaces and punctuation one word, and most such runs are distinct. The sample tasks
-  count the distinct words (on a hash sample of them, one in 64) as the pre-tokenizer
-  cuts them. Measured: 45 MB of Chinese documents made the trainer peak at 3.7 GB,
-  387 MB of English ones at 1.8 GB; a sample of 4.7's "2 to 5 GB" with much Chinese in
-  it would need tens of GB, and the system would kill the stage after a long run,
-  with no word why.
-- --min-frequency (2): a pair must occur at least twice to be merged. With HF's default
-  of 0 any corpus reaches any vocabulary size by merging pairs seen once (the 4 MB sample
-  reaches 100,000 ids), so a corpus too small for --vocab-size could never be noticed.
-  On a real corpus the 32000th merge is seen thousands of times and this changes nothing.
-- held out first: up to --heldout-bytes (5 MB, at most 10% of the corpus) of documents
-  never enter the sample; they measure the compression (4.5) on unseen English and
-  Chinese text, and are saved as report/heldout.parquet for compare_tokenizers.py.
-  They are cropped to --max-doc-chars too: the checks encode each whole.
-
-Before anything is saved, the tokenizer is checked (4.7 step 5) and the stage fails on
-any miss: the vocabulary has exactly --vocab-size ids and the largest is at most 65535; the
-encode/decode round trip is lossless on English, Chinese, emoji, 200 times "a", mixed
-scripts, whitespace runs, control characters and real documents; the special tokens sit
-at ids 0-10; and a literal "<|endoftext|>" in plain text is NOT encoded as the special
-token, so a web page cannot forge a document boundary.
-
-That last point needs care: HF tokenizers matches added special tokens inside raw text
-by default (tok.encode("a <|endoftext|> b") gives id 0 even with
-add_special_tokens=False). Document text is therefore always encoded with
-algorithms.tokenizer_file.ordinary_tokenizer(tok): the same vocabulary with the added-token
-list dropped, so the literal string becomes ordinary byte-level tokens, and the only
-EOS ids are the ones the packer appends by id. Asking for the special token means
-tok.encode() on the full tokenizer, or token_to_id("<|endoftext|>").
-
-Output (--output, default data/tokenizer/): tokenizer.json, tokenizer_config.json (so
-transformers' PreTrainedTokenizerFast.from_pretrained(folder) loads it with eos set),
-manifest.json (sample size and mix, checks, and "compression": chars and bytes per token
-on the held-out text) and report/. The file is byte-identical for any --workers
-(training threads, via RAYON_NUM_THREADS), so a rerun whose input, config and
-tokenizers version match the manifest, with tokenizer.json, tokenizer_config.json and
-report/heldout.parquet matching their digests, keeps them and trains nothing (--force
-trains anyway).
-compare_tokenizers.py adds the comparison with GPT-2, Mistral-7B and cl100k_base (4.5).
+Output: tokenizer.json, tokenizer_config.json (for transformers), report/heldout.parquet
+(for compare_tokenizers.py) and the manifest, byte-identical for any --workers; a rerun
+that would write the same trains nothing (--force trains anyway). More:
+docs/stages/tokenizer.md.
 """
 
 from __future__ import annotations

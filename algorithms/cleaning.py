@@ -2,16 +2,14 @@
 remove it past a threshold, counted rule by rule.
 
 Part 1 is the tutorial's is_clean (2.3) and its rules' numbers, in plain Python, one
-document at a time: what `clean.py --engine reference` runs. One deliberate change:
-dup_lines counts non-blank lines (`text.split("\n")` with blank lines in counts the empty
-lines between paragraphs as duplicates, and removed 372 of 497 Python documentation
-pages in our measurement). Part 2 declares each rule once -- its name, what it measures,
-its default threshold and direction, its flag, its histogram and the languages it
-applies to -- and everything else (the flags, the first-rule accounting, the kept
-signals, sweeps, the report) is derived from the declaration. Part 3 gives the same
-answers for a whole batch at once: every signal measured in one compiled pass
-(algorithms/cleaning_fast.py) and the decisions in numpy (`Decider`), which is what the
-fast engine runs; `ReferenceDecider` asks is_clean instead, document by document.
+document at a time: what `clean.py --engine reference` runs (one deliberate change, named
+with the other departures in the README: dup_lines counts non-blank lines). Part 2 is
+the tutorial's rules, each declared once as a Rule (algorithms/rules.py): the flags, the
+first-rule accounting, the kept signals, sweeps and the report all come from the
+declaration. Part 3 gives the same answers for a whole batch at once: every number
+measured in one compiled pass (algorithms/cleaning_fast.py) and the decisions in numpy
+(`Decider`), which is what the fast engine runs; `ReferenceDecider` asks is_clean
+instead, document by document.
 """
 
 from __future__ import annotations
