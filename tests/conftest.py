@@ -24,7 +24,7 @@ def pytest_configure(config):
 
     gone = missing_from("requirements-dev.txt")
     if gone:
-        pytest.exit(install_line("the tests", gone, "requirements-dev.txt"), returncode=2)
+        pytest.exit(install_line("the test suite", gone, "requirements-dev.txt"), returncode=2)
 
 
 WATCH = '''
