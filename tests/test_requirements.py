@@ -17,10 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 FILES = ["requirements.txt", "requirements-compare.txt", "requirements-cluster.txt",
          "requirements-bench.txt", "requirements-dev.txt"]
 # the imports a stage makes of a package outside requirements.txt, each where one line
-# names the file that installs it (pipeline/executors.py: NO_RAY; algorithms/bpe_trainer.py:
-# train_rustbpe; compare_tokenizers.py: candidates)
-GUARDED = {"ray": "requirements-cluster.txt", "rustbpe": "requirements-bench.txt",
-           "sentencepiece": "requirements-compare.txt"}
+# names the file that installs it (pipeline/executors.py: NO_RAY; compare_tokenizers.py:
+# candidates)
+GUARDED = {"ray": "requirements-cluster.txt", "sentencepiece": "requirements-compare.txt"}
 
 
 def own(name: str) -> list[str]:
@@ -53,18 +52,6 @@ def test_a_missing_package_is_one_line_naming_the_file(tmp_path):
     cp = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert cp.returncode == 2 and cp.stdout == ""
     assert cp.stderr == f"error: bench/x.py needs no-such-package-here: pip install -r {req}\n"
-
-
-def test_train_rustbpe_without_rustbpe_names_the_file():
-    code = ("import sys\n"
-            "sys.modules['rustbpe'] = None\n"
-            "from algorithms import bpe_trainer\n"
-            "try:\n"
-            "    bpe_trainer.train_rustbpe([['low lower']], 300, 2)\n"
-            "except ImportError as e:\n"
-            "    print(e)\n")
-    cp = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert cp.stdout == "train_rustbpe needs rustbpe: pip install -r requirements-bench.txt\n"
 
 
 def imported(paths: list[Path]) -> dict[str, str]:
