@@ -116,10 +116,6 @@ def plan_units(shards: list[Path], task_mb: float = DEFAULT_TASK_MB) -> list[Uni
     return out
 
 
-def units_from(dicts: list[dict]) -> list[Unit]:
-    return [Unit(**d) for d in dicts]
-
-
 def read_unit(unit: Unit | dict, columns: list[str] | None = None,
               batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
     """A unit's rows as record batches of at most batch_rows rows (bounded memory)."""
