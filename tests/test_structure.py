@@ -152,7 +152,7 @@ def test_the_readmes_map_of_the_tutorial_names_code_that_exists():
     import re
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Where each code block of the tutorial lives", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("## Reading the code beside the tutorial", 1)[1].split("\n## ", 1)[0]
     refs = re.findall(r"`([\w/]+\.py): ([^`]+)`", section)
     assert len(refs) >= 25
     for path, names in refs:
