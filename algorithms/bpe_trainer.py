@@ -37,7 +37,7 @@ import numpy as np
 from .jit import njit, prefetch
 from .kernels import fnv1a64, same
 
-from algorithms.packing_fast import _piece_end, codepoint_classes
+from algorithms.packing_fast import SCAN, codepoint_classes, scan_pieces
 from algorithms.tokenizer_file import SPECIAL_TOKENS, byte_decoder
 
 
@@ -347,8 +347,8 @@ def _train_merges(wbuf, rank, wstart, wlen, wcount, n_merges, min_frequency):
 
 WORD_CHUNK = 8 << 20   # text bytes counted by one task
 # Pieces (or words) hashed ahead of the one being counted, their table rows prefetched,
-# as the encoder does (algorithms/packing_fast.py, AHEAD): a probe otherwise waits on
-# memory.
+# as the encoder does (algorithms/packing_fast.py: AHEAD, scan_pieces): a probe otherwise
+# waits on memory.
 AHEAD = 8
 
 
@@ -609,54 +609,42 @@ def _distinct_pieces(buf, offsets, classes):
     t = np.empty((size, 4), np.int64)
     t[:, 0] = -1
     n = 0
-    # a ring of the next AHEAD pieces: each enters when scanned (its row prefetched) and
-    # is counted when it leaves, AHEAD pieces later. The encoder's ring is the same loop,
-    # written out there too: a helper shared by both, taking the ring's arrays, made the
-    # encoder about a tenth slower (numba counts the references to each array passed);
-    # inlined (inline="always"), it kept the encoder's speed but made this count about a
-    # fifth slower (0.042 -> 0.051 s on the sample, best of 11, four rounds alternating)
-    ring_p = np.empty(AHEAD, np.int64)
-    ring_q = np.empty(AHEAD, np.int64)
-    ring_h = np.empty(AHEAD, np.uint64)
+    ps = np.empty(SCAN, np.int64)
+    qs = np.empty(SCAN, np.int64)
+    hs = np.empty(SCAN, np.uint64)
     for d in range(len(offsets) - 1):
         head, end = offsets[d], offsets[d + 1]
-        r0 = 0
-        ahead = 0
-        while True:
-            while ahead < AHEAD and head < end:
-                q = _piece_end(buf, head, end, classes)
-                h = fnv1a64(buf, head, q)
-                prefetch(t, np.int64(h & np.uint64(size - 1)))
-                j = (r0 + ahead) & (AHEAD - 1)
-                ring_p[j], ring_q[j], ring_h[j] = head, q, h
-                ahead += 1
-                head = q
-            if ahead == 0:
-                break
-            p, q, h = ring_p[r0], ring_q[r0], ring_h[r0]
-            r0 = (r0 + 1) & (AHEAD - 1)
-            ahead -= 1
-            hh = np.int64(h)
-            mask = size - 1
-            s = np.int64(h & np.uint64(mask))
-            while t[s, 0] != -1 and not (t[s, 2] == hh
-                                          and same(buf, p, q, buf, t[s, 0], t[s, 0] + t[s, 1])):
-                s = (s + 1) & mask
-            if t[s, 0] == -1:
-                t[s, 0], t[s, 1], t[s, 2], t[s, 3] = p, q - p, hh, 0
-                n += 1
-            t[s, 3] += 1
-            if 2 * n > size:  # grow: rehash into twice the slots
-                size *= 2
-                t2 = np.empty((size, 4), np.int64)
-                t2[:, 0] = -1
-                for i in range(len(t)):
-                    if t[i, 0] != -1:
-                        u = np.int64(np.uint64(t[i, 2]) & np.uint64(size - 1))
-                        while t2[u, 0] != -1:
-                            u = (u + 1) & (size - 1)
-                        t2[u] = t[i]
-                t = t2
+        while head < end:
+            # the pieces as the encoder reads them, every one hashed; the row of the
+            # piece AHEAD places on is prefetched before a piece is counted
+            k, head = scan_pieces(buf, head, end, classes, 0, end, ps, qs, hs)
+            for i in range(min(AHEAD, k)):
+                prefetch(t, np.int64(hs[i] & np.uint64(size - 1)))
+            for i in range(k):
+                if i + AHEAD < k:
+                    prefetch(t, np.int64(hs[i + AHEAD] & np.uint64(size - 1)))
+                p, q, h = ps[i], qs[i], hs[i]
+                hh = np.int64(h)
+                mask = size - 1
+                s = np.int64(h & np.uint64(mask))
+                while t[s, 0] != -1 and not (
+                        t[s, 2] == hh and same(buf, p, q, buf, t[s, 0], t[s, 0] + t[s, 1])):
+                    s = (s + 1) & mask
+                if t[s, 0] == -1:
+                    t[s, 0], t[s, 1], t[s, 2], t[s, 3] = p, q - p, hh, 0
+                    n += 1
+                t[s, 3] += 1
+                if 2 * n > size:  # grow: rehash into twice the slots
+                    size *= 2
+                    t2 = np.empty((size, 4), np.int64)
+                    t2[:, 0] = -1
+                    for r in range(len(t)):
+                        if t[r, 0] != -1:
+                            u = np.int64(np.uint64(t[r, 2]) & np.uint64(size - 1))
+                            while t2[u, 0] != -1:
+                                u = (u + 1) & (size - 1)
+                            t2[u] = t[r]
+                    t = t2
     used = t[:, 0] != -1
     return t[used, 0].copy(), t[used, 1].copy(), t[used, 3].copy()
 

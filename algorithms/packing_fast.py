@@ -13,9 +13,10 @@ the same two steps HF's ByteLevel BPE takes, compiled with numba over UTF-8 byte
    until none applies (exactly HF's BPE, unlike tiktoken's rank-of-bytes shortcut).
 
 A bounded cache keeps the ids of short pieces already seen (words repeat: "the" is
-encoded once), so English costs little more than one pass over its bytes. The scanner
-runs AHEAD pieces ahead of the encoding and prefetches each one's cache slot, so the
-slot is in the core's cache when its turn comes (the cache, 16 MB, is not). Chinese,
+encoded once), so English costs little more than one pass over its bytes. Pieces are
+scanned a block at a time (scan_pieces), and each one's cache slot is prefetched AHEAD
+pieces before its turn, so the slot is in the core's cache when it is probed (the cache,
+16 MB, is not). Chinese,
 whose pieces are whole clauses, spends its time in the merges; it still runs at about
 5 times HF's speed.
 
@@ -427,73 +428,82 @@ def _cache_put(s, buf, p, q, h, ids, a, n, c_slots, c_bytes, c_ints, c_ids, c_fi
 # Pieces scanned ahead of the one being encoded, their cache slots prefetched: a lookup
 # otherwise waits on memory (encoding 22 MB of the benchmark corpus, 0.80-0.93 -> 0.56-0.74
 # CPU s with a fresh cache; 4, 8 and 16 measured alike).
-AHEAD = 8
+AHEAD = 8             # pieces between a cache slot's prefetch and its probe
+SCAN = 4096           # pieces found by one call of scan_pieces
+
+
+@njit(cache=True)
+def scan_pieces(buf, head, end, classes, hashed_min, hashed_max, ps, qs, hs):
+    """GPT-2's pieces of buf[head:end], up to len(ps) of them: piece i is
+    buf[ps[i]:qs[i]], and hs[i] its hash when it is longer than hashed_min bytes and no
+    longer than hashed_max (0 otherwise). Returns (pieces found, where the next one
+    starts). The encoder and the trainer's word count both read pieces this way: a
+    consumer prefetches the table slot of piece i + AHEAD before it probes piece i."""
+    n = 0
+    while n < len(ps) and head < end:
+        q = _piece_end(buf, head, end, classes)
+        ps[n] = head
+        qs[n] = q
+        hs[n] = fnv1a64(buf, head, q) if hashed_min < q - head <= hashed_max else np.uint64(0)
+        n += 1
+        head = q
+    return n, head
 
 
 @njit(cache=True)
 def _encode_docs(buf, starts, ends, eos, classes, byte_ids, table, merge_ids,
                  c_slots, c_bytes, c_ints, c_ids, c_fill, out):
     """Encode documents buf[starts[d]:ends[d]] into out, EOS after each one; returns the
-    number of ids written. Each document's pieces pass through a ring of AHEAD: a piece
-    enters when scanned (its slot prefetched) and is encoded when it leaves."""
+    number of ids written. Pieces are scanned SCAN at a time (scan_pieces); the cache
+    slot of the piece AHEAD places on is prefetched before a piece is encoded."""
     o = 0
     size = 64
     tok, rank, nxt, prv, alive, heap = _scratch(size)
-    ring_p = np.empty(AHEAD, np.int64)
-    ring_q = np.empty(AHEAD, np.int64)
-    ring_h = np.empty(AHEAD, np.uint64)
+    ps = np.empty(SCAN, np.int64)
+    qs = np.empty(SCAN, np.int64)
+    hs = np.empty(SCAN, np.uint64)
     slot_mask = np.uint64(len(c_slots) - 1)
     for d in range(len(starts)):
         head, end = starts[d], ends[d]
-        r0 = 0
-        ahead = 0
-        while True:
-            while ahead < AHEAD and head < end:
-                q = _piece_end(buf, head, end, classes)
-                h = np.uint64(0)
-                if 1 < q - head <= CACHE_MAX_PIECE:
-                    h = fnv1a64(buf, head, q)
-                    prefetch(c_slots, np.int64(h & slot_mask))
-                j = (r0 + ahead) & (AHEAD - 1)
-                ring_p[j] = head
-                ring_q[j] = q
-                ring_h[j] = h
-                ahead += 1
-                head = q
-            if ahead == 0:
-                break
-            p, q, h = ring_p[r0], ring_q[r0], ring_h[r0]
-            r0 = (r0 + 1) & (AHEAD - 1)
-            ahead -= 1
-            m = q - p
-            if m > size:  # room for the longest piece so far
-                size = max(m, 2 * size)
-                tok, rank, nxt, prv, alive, heap = _scratch(size)
-            cached = 1 < m <= CACHE_MAX_PIECE
-            s = np.int64(0)
-            if cached:
-                s = _cache_slot(buf, p, q, h, c_slots, c_bytes)
-                meta = c_slots[s, S_META]
-                if meta != 0:  # seen before: copy its ids
-                    n = (meta >> 8) & 0xFF
-                    if n <= INLINE_IDS:
-                        for i in range(n):
-                            out[o + i] = c_ints[s, S_IDS + i]
-                    else:
-                        a = meta >> 16
-                        for i in range(n):
-                            out[o + i] = c_ids[a + i]
-                    o += n
-                    continue
-            if m < LONG_PIECE:
-                o2 = _bpe_short(buf, p, q, byte_ids, table, merge_ids, out, o, tok, rank)
-            else:
-                o2 = _bpe_long(buf, p, q, byte_ids, table, merge_ids, out, o,
-                               tok, rank, nxt, prv, alive, heap)
-            if cached:
-                _cache_put(s, buf, p, q, h, out, o, o2 - o, c_slots, c_bytes, c_ints, c_ids,
-                           c_fill)
-            o = o2
+        while head < end:
+            n, head = scan_pieces(buf, head, end, classes, 1, CACHE_MAX_PIECE, ps, qs, hs)
+            for i in range(min(AHEAD, n)):
+                if hs[i] != 0:
+                    prefetch(c_slots, np.int64(hs[i] & slot_mask))
+            for i in range(n):
+                j = i + AHEAD
+                if j < n and hs[j] != 0:
+                    prefetch(c_slots, np.int64(hs[j] & slot_mask))
+                p, q, h = ps[i], qs[i], hs[i]
+                m = q - p
+                if m > size:  # room for the longest piece so far
+                    size = max(m, 2 * size)
+                    tok, rank, nxt, prv, alive, heap = _scratch(size)
+                cached = 1 < m <= CACHE_MAX_PIECE
+                s = np.int64(0)
+                if cached:
+                    s = _cache_slot(buf, p, q, h, c_slots, c_bytes)
+                    meta = c_slots[s, S_META]
+                    if meta != 0:  # seen before: copy its ids
+                        k = (meta >> 8) & 0xFF
+                        if k <= INLINE_IDS:
+                            for t in range(k):
+                                out[o + t] = c_ints[s, S_IDS + t]
+                        else:
+                            a = meta >> 16
+                            for t in range(k):
+                                out[o + t] = c_ids[a + t]
+                        o += k
+                        continue
+                if m < LONG_PIECE:
+                    o2 = _bpe_short(buf, p, q, byte_ids, table, merge_ids, out, o, tok, rank)
+                else:
+                    o2 = _bpe_long(buf, p, q, byte_ids, table, merge_ids, out, o,
+                                   tok, rank, nxt, prv, alive, heap)
+                if cached:
+                    _cache_put(s, buf, p, q, h, out, o, o2 - o, c_slots, c_bytes, c_ints, c_ids,
+                               c_fill)
+                o = o2
         out[o] = eos
         o += 1
     return o
