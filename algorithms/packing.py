@@ -1,9 +1,9 @@
 """Packing (tutorial section 5): every document's token ids, each followed by one EOS,
 concatenated into one flat uint16 array, with the validation split made by document.
 
-The tutorial's code comes first and is what `pack_parallel.py --engine reference` runs:
-`encode_shard` (5.5, with 5.4's loop: HF tokenizers' encode, one document at a time) in
-every task, `concat` (5.5) in the driver. Departures, each named where it is made:
+The tutorial's code comes first. `pack` is 5.4's single-process version, for a notebook;
+`pack_parallel.py --engine reference` runs 5.5: `encode_shard` (5.4's loop: HF
+tokenizers' encode, one document at a time) in every task, `concat` in the driver. Departures, each named where it is made:
 - the split (5.7) is decided per document by a seeded hash of its id (the n_val smallest
   hashes go to val), not by shuffling a list: the same documents whatever the number of
   workers or shards, and no list of the corpus in memory;
@@ -30,6 +30,26 @@ from .tokenizer_file import (added_all_special, byte_level_unsupported, encode_b
 
 DTYPE = np.uint16
 CHUNK = 1 << 24  # 16 MB copy blocks when concatenating parts (5.5)
+
+
+def pack(docs: list[str], out_path, total_tokens_estimate: int, tok, eos: int) -> int:
+    """5.4's pack, in one process: every document's ids and an EOS into a uint16 memmap
+    preallocated from 5.6's estimate; returns the tokens written (truncate the file to
+    them). pack_parallel.py runs 5.5 instead (encode_shard in every task, then concat),
+    which needs no estimate; this is the same loop, for a notebook. Where the tutorial's
+    version crashes on an estimate too small, this raises ValueError first."""
+    arr = np.memmap(out_path, dtype=DTYPE, mode="w+", shape=(total_tokens_estimate,))
+    idx = 0
+    for doc in docs:
+        ids = tok.encode(doc, add_special_tokens=False).ids
+        ids.append(eos)                       # every document ends with one EOS (5.3)
+        if idx + len(ids) > total_tokens_estimate:
+            raise ValueError(f"{out_path}: more than the estimated {total_tokens_estimate:,} "
+                             "tokens; estimate again with more headroom (5.6)")
+        arr[idx:idx + len(ids)] = ids
+        idx += len(ids)
+    arr.flush()
+    return idx
 
 
 def encode_shard(texts: list[str], tok, eos: int) -> np.ndarray:

@@ -97,6 +97,29 @@ def hf_ids(hf, text: str) -> list[int]:
     return hf.encode(text, add_special_tokens=False).ids
 
 
+def test_54s_pack_writes_what_55s_encode_shard_and_concat_write(tok_path, tmp_path):
+    """5.4's single-process pack, into a memmap preallocated from an estimate, gives the
+    bytes of 5.5's encode_shard on every part, concatenated; an estimate too small is a
+    ValueError naming the file, not a crash halfway."""
+    tok = ordinary_tokenizer(load_tokenizer(tok_path))
+    eos = tok.token_to_id(EOS_TOKEN)
+    texts = VARIED + sample_texts(200)
+    est = sum(len(t.encode("utf-8")) for t in texts) + len(texts)  # a byte-level bound
+    n = packing.pack(texts, tmp_path / "one.bin", est, tok, eos)
+    with open(tmp_path / "one.bin", "r+b") as f:
+        f.truncate(2 * n)                     # 5.4: truncate to what was written
+    parts = []
+    for i, shard in enumerate((texts[:70], texts[70:71], texts[71:])):
+        parts.append(tmp_path / f"shard_{i:05d}.bin")
+        packing.encode_shard(shard, tok, eos).tofile(parts[-1])
+    with open(tmp_path / "all.bin", "wb") as f:
+        packing.concat(parts, f)
+    assert (tmp_path / "one.bin").read_bytes() == (tmp_path / "all.bin").read_bytes()
+    assert n == (tmp_path / "all.bin").stat().st_size // 2 > len(texts)
+    with pytest.raises(ValueError, match="small.bin: more than the estimated 10 tokens"):
+        packing.pack(texts, tmp_path / "small.bin", 10, tok, eos)
+
+
 def test_hf_ids_in_bounded_pieces_are_the_whole_texts(tok_path):
     """HF holds ~150 bytes per token of a call: long texts are encoded in pieces, cut only
     where the split pattern cuts (encode_bounded). The ids are the whole texts', for this
