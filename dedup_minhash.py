@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import pipeline  # noqa: F401  (first, before numpy: see pipeline/__init__.py)
 
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -33,9 +34,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow.compute as pc
 
-from algorithms import minhash
+from algorithms import components, minhash
 from algorithms.exact_dedup import normalise
 from pipeline import kept_store, layout
+from pipeline.component_files import read_partition, write_partitioned
 from pipeline.errors import StageError, run_stage
 from pipeline.filter_phase import filter_phase
 from pipeline.kept_store import entry as kept_entry
@@ -162,8 +164,13 @@ def run(run: Run) -> Output:
             matches = reference_matches(pairs, sigs)
         sims, ok, matches = minhash.verify(pairs, sigs, args.threshold, args.num_perm, matches)
         keep_candidates(work, pairs, matches)
+    mode = cluster_mode(args, run.total_docs)
+    if mode == "tasks":                                                # 3.6, in rounds of tasks
+        root, removed, kept_of = cluster_in_tasks(run, np.ascontiguousarray(pairs[ok]))
     with run.phase("cluster"):                                         # 3.6: union-find
-        if args.engine == "reference":
+        if mode == "tasks":
+            pass   # done above, phase by phase
+        elif args.engine == "reference":
             root, removed, kept_of = reference_clusters(run.total_docs, pairs[ok])
         else:
             root, removed, kept_of = minhash.clusters(run.total_docs, pairs, ok)
@@ -198,7 +205,7 @@ def run(run: Run) -> Output:
     kept["output_files_reused"] = sum(bool(r.get("reused")) for r in records)
     shutil.rmtree(work, ignore_errors=True)
     carry_sweep_reports(out, run.staging)
-    return Output(records, counts, extra={"kept": kept}, summary=[
+    return Output(records, counts, extra={"kept": kept, "cluster": mode}, summary=[
         text, *(f"note: {line}" for line in kept["notes"][:5]), kept_line(kept, run.total_docs),
         f"wrote {out}/ ({len(records)} shards), {out}/report/ and {out}/manifest.json"])
 
@@ -278,6 +285,70 @@ def reference_clusters(n_docs: int, dups: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 # --------------------------------------------------------------------------------------
+# 3.6 past one machine (--cluster tasks): connected components in rounds of tasks,
+# large-star then small-star (algorithms/components.py), each task one partition of the
+# verified pairs; the same roots as the union-find, so the same bytes.
+# --------------------------------------------------------------------------------------
+
+CLUSTER_AUTO_DOCS = 50_000_000   # auto: the union-find in this process below this
+
+
+def cluster_mode(args, n_docs: int) -> str:
+    """driver or tasks: what --cluster asks, auto by the corpus's size."""
+    if args.cluster != "auto":
+        return args.cluster
+    return "tasks" if n_docs >= CLUSTER_AUTO_DOCS and args.engine == "fast" else "driver"
+
+
+def component_task(rank: int, world_size: int, staging: str, src: str, dst: str,
+                   writers: int, step: str) -> None:
+    """Task `rank` of one step of a round: its partition of the edges, whether it is a
+    star already, and the step's new edges written to the partitions that read them next
+    (step "roots": each leaf and its centre, the cluster's smallest index)."""
+    folder = Path(staging) / WORK / "components"
+    edges = read_partition(folder / src, writers, rank)
+    if step == "roots":
+        leaf, centre = components.roots(edges)
+        save_npy(folder / dst / f"{rank:05d}.npy", np.column_stack([leaf, centre]))
+        save_task_result(staging, f"components-{dst}", rank, {"leaves": int(len(leaf))})
+        return
+    star = components.is_star_partition(edges)
+    out = components.large_star(edges) if step == "large" else components.small_star(edges)
+    write_partitioned(folder / dst, rank, out, world_size)
+    save_task_result(staging, f"components-{dst}", rank, {"star": star, "edges": int(len(out))})
+
+
+def cluster_in_tasks(run: Run, dups: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                          np.ndarray]:
+    """minhash.clusters' answer (root of every document, removed documents, the document
+    each was merged into) from rounds of tasks, until every partition is a star.
+    Partitions: about --task-mb of edges each (16 bytes an edge, stored both ways)."""
+    folder = run.staging / WORK / "components"
+    parts = max(1, math.ceil(32 * len(dups) / (run.args.task_mb * 2**20)))
+    write_partitioned(folder / "r0", 0, components.both_ways(dups), parts)
+    src, writers, r = "r0", 1, 0
+    while True:
+        large = f"r{r}large"
+        run.parallel(f"components-{large}", component_task, tasks=parts, sized=False,
+                     staging=str(run.staging), src=src, dst=large, writers=writers, step="large")
+        if all(x["star"] for x in run.results(f"components-{large}", parts)):
+            break   # large-star leaves a star as it is: its output is the answer
+        r += 1
+        run.parallel(f"components-r{r}", component_task, tasks=parts, sized=False,
+                     staging=str(run.staging), src=large, dst=f"r{r}", writers=parts,
+                     step="small")
+        src, writers = f"r{r}", parts
+    run.parallel("components-roots", component_task, tasks=parts, sized=False,
+                 staging=str(run.staging), src=large, dst="roots", writers=parts, step="roots")
+    root = np.arange(run.total_docs, dtype=np.int64)
+    for q in range(parts):
+        lc = np.load(folder / "roots" / f"{q:05d}.npy")
+        root[lc[:, 0]] = lc[:, 1]
+    removed = np.nonzero(root != np.arange(run.total_docs))[0]
+    return root, removed, root[removed]
+
+
+# --------------------------------------------------------------------------------------
 # Sweeps: removals, clusters and rejections at several thresholds, from one set of
 # candidates and their similarities; nothing written but a report (its tables:
 # pipeline.minhash_report).
@@ -343,6 +414,11 @@ def flags(p, argv) -> None:
                    help="print removed documents, clusters and rejected candidates at each "
                         "threshold, and the pairs that change fate between neighbours; writes "
                         "no output, only report/sweep.{json,md}")
+    p.add_argument("--cluster", choices=["driver", "tasks", "auto"], default="auto",
+                   help="3.6's connected components: union-find in this process (driver), or "
+                        "in rounds of tasks on the executor, each holding one partition of the "
+                        "pairs (tasks); auto: tasks from 50 million documents. The same bytes "
+                        "either way")
     p.add_argument("--no-keep-signatures", action="store_true",
                    help="do not keep signatures and band hashes in the output (a rerun with "
                         "another --threshold then recomputes them)")
@@ -365,6 +441,9 @@ def check(args) -> None:
     if args.bands * args.rows != args.num_perm:
         raise StageError(f"--bands {args.bands} x --rows {args.rows} = {args.bands * args.rows}, "
                          f"but --num-perm is {args.num_perm}: LSH needs b*r == k")
+    if args.engine == "reference" and args.cluster == "tasks":
+        raise StageError("--cluster tasks is the fast engine's; --engine reference joins "
+                         "clusters with 3.6's find, in this process")
     if not 0.0 < args.threshold <= 1.0:
         raise StageError(f"--threshold {args.threshold}: must be in (0, 1]")
 

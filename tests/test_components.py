@@ -65,3 +65,84 @@ def test_every_step_keeps_each_edge_in_its_first_nodes_partition():
     for step in (cc.large_star, cc.small_star):
         for q, shard in enumerate(cc.split(step(edges), 5)):
             assert np.all(cc.partition_of(shard[:, 0], 5) == q)
+
+
+# --------------------------------------------------------------------------------------
+# dedup_minhash.py --cluster tasks: the same bytes as the union-find in the driver.
+# --------------------------------------------------------------------------------------
+
+import json   # noqa: E402
+import random   # noqa: E402
+
+import pyarrow.parquet as pq   # noqa: E402
+
+from conftest import run_script   # noqa: E402
+
+
+def _data_files(out) -> dict[str, bytes]:
+    """Every file of the output but the manifest and the run's resources (times)."""
+    return {str(f.relative_to(out)): f.read_bytes() for f in sorted(out.rglob("*"))
+            if f.is_file() and f.name != "manifest.json" and "resources" not in f.name}
+
+
+def _both_modes(raw, tmp_path, *flags) -> tuple[dict, dict]:
+    outs = {}
+    for mode in ("driver", "tasks"):
+        out = tmp_path / f"dedup_{mode}"
+        run_script("dedup_minhash.py", "--input", raw, "--output", out, "--cluster", mode,
+                   "--workers", "2", *flags)
+        assert json.loads((out / "manifest.json").read_text())["cluster"] == mode
+        outs[mode] = out
+    return outs["driver"], outs["tasks"]
+
+
+def test_tasks_give_the_drivers_bytes_on_the_sample(sample_layout, tmp_path):
+    driver, tasks = _both_modes(sample_layout / "raw", tmp_path, "--task-mb", "0.01")
+    assert _data_files(driver) == _data_files(tasks)
+    m = json.loads((tasks / "manifest.json").read_text())
+    assert m["counts"]["removed"]["near_duplicate"] > 0
+    assert any(p.startswith("components-") for p in m["resources"]["phases"])
+
+
+def test_a_planted_chain_of_60_documents_is_one_cluster_in_either_mode(tmp_path):
+    """Each document a few words away from the next, the ends far apart: one cluster,
+    kept at its first document, over several rounds and partitions."""
+    rng = random.Random(5)
+    words = [f"w{rng.randrange(10**6)}" for _ in range(400)]
+    chain_docs = []
+    for i in range(60):
+        words[rng.randrange(len(words))] = f"x{i}a"
+        words[rng.randrange(len(words))] = f"x{i}b"
+        chain_docs.append(" ".join(words))
+    others = [" ".join(f"o{rng.randrange(10**6)}" for _ in range(200)) for _ in range(40)]
+    recs = [{"id": f"c{i:02d}", "text": t} for i, t in enumerate(chain_docs)]
+    recs += [{"id": f"o{i:02d}", "text": t} for i, t in enumerate(others)]
+    rng.shuffle(recs)
+    src = tmp_path / "src.jsonl"
+    src.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    run_script("download_data.py", "--input", src, "--output", tmp_path / "raw",
+               "--shard-rows", "17")
+    driver, tasks = _both_modes(tmp_path / "raw", tmp_path, "--task-mb", "0.001")
+    assert _data_files(driver) == _data_files(tasks)
+    removed = pq.read_table(tasks / "report" / "removed.parquet").to_pylist()
+    first = next(r["id"] for r in recs if r["id"].startswith("c"))
+    assert {r["id"] for r in removed} == {f"c{i:02d}" for i in range(60)} - {first}
+    assert {r["kept_id"] for r in removed} == {first}
+    # the ends are far apart: the chain is joined by its links, not by one pair
+    assert minhash_similarity(chain_docs[0], chain_docs[-1]) < 0.8
+    m = json.loads((tasks / "manifest.json").read_text())
+    rounds = [p for p in m["resources"]["phases"] if p.startswith("components-r")]
+    assert len(rounds) >= 3, rounds
+
+
+def minhash_similarity(a: str, b: str) -> float:
+    from algorithms.minhash import jaccard, shingles
+    return jaccard(shingles(a), shingles(b))
+
+
+def test_the_reference_engine_refuses_cluster_tasks_in_one_line(sample_layout, tmp_path):
+    cp = run_script("dedup_minhash.py", "--input", sample_layout / "raw", "--output",
+                    tmp_path / "out", "--engine", "reference", "--cluster", "tasks", check=False)
+    assert cp.returncode == 2
+    assert cp.stderr.strip().count("\n") == 0 and "--cluster tasks" in cp.stderr
+    assert not (tmp_path / "out").exists()
