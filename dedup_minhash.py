@@ -16,7 +16,8 @@
        nor on how documents were split into tasks.
 
 Phases: signatures (one task per unit, with the band hashes), buckets (one task per
-band), verify and cluster (in this process), filter (one task per unit). The signatures,
+band), verify (in this process), cluster (in this process, or with --cluster tasks in
+rounds of tasks, each one partition of the pairs), filter (one task per unit). The signatures,
 band hashes and candidates with their agreement are kept beside the output, so a rerun
 with another --threshold redoes only the clusters and the filter, and a sweep measures
 nothing again. More: docs/stages/dedup.md.
