@@ -66,8 +66,12 @@ def test_ray_executor_gives_the_local_bytes(ray_head, pipeline_layout, sample_la
     for script, *_ in PIPELINE:
         extra = (["--executor", "ray", "--ray-address", address, "--workers", "2"]
                  if script in EXECUTOR_STAGES else ["--workers", "2"])
+        if script == "dedup_minhash.py":   # the clusters in rounds of tasks on the head,
+            extra += ["--cluster", "tasks"]   # against the local run's union-find
         run_script(script, *stage_args(d, script, *extra), env=env)
         assert output_files(d, script) == output_files(pipeline_layout, script), script
+    m = json.loads((d / "dedup" / "manifest.json").read_text())
+    assert m["cluster"] == "tasks" and "components-roots" in m["resources"]["phases"]
 
 
 def test_ray_executor_downloads_local_files_to_the_local_bytes(ray_head, tmp_path):
