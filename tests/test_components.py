@@ -104,29 +104,37 @@ def test_tasks_give_the_drivers_bytes_on_the_sample(sample_layout, tmp_path):
     assert any(p.startswith("components-") for p in m["resources"]["phases"])
 
 
-def test_a_planted_chain_of_60_documents_is_one_cluster_in_either_mode(tmp_path):
-    """Each document a few words away from the next, the ends far apart: one cluster,
-    kept at its first document, over several rounds and partitions."""
+def planted_chain(tmp_path, n: int = 60) -> tuple[list[dict], list[str]]:
+    """A raw folder of n documents in a chain, each a few words away from the next (the
+    ends far apart), and 40 unrelated ones, shuffled: (records in corpus order, the
+    chain's texts in chain order)."""
     rng = random.Random(5)
     words = [f"w{rng.randrange(10**6)}" for _ in range(400)]
     chain_docs = []
-    for i in range(60):
+    for i in range(n):
         words[rng.randrange(len(words))] = f"x{i}a"
         words[rng.randrange(len(words))] = f"x{i}b"
         chain_docs.append(" ".join(words))
     others = [" ".join(f"o{rng.randrange(10**6)}" for _ in range(200)) for _ in range(40)]
-    recs = [{"id": f"c{i:02d}", "text": t} for i, t in enumerate(chain_docs)]
+    recs = [{"id": f"c{i:03d}", "text": t} for i, t in enumerate(chain_docs)]
     recs += [{"id": f"o{i:02d}", "text": t} for i, t in enumerate(others)]
     rng.shuffle(recs)
     src = tmp_path / "src.jsonl"
     src.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
     run_script("download_data.py", "--input", src, "--output", tmp_path / "raw",
                "--shard-rows", "17")
+    return recs, chain_docs
+
+
+def test_a_planted_chain_of_60_documents_is_one_cluster_in_either_mode(tmp_path):
+    """Each document a few words away from the next, the ends far apart: one cluster,
+    kept at its first document, over several rounds and partitions."""
+    recs, chain_docs = planted_chain(tmp_path)
     driver, tasks = _both_modes(tmp_path / "raw", tmp_path, "--task-mb", "0.001")
     assert _data_files(driver) == _data_files(tasks)
     removed = pq.read_table(tasks / "report" / "removed.parquet").to_pylist()
     first = next(r["id"] for r in recs if r["id"].startswith("c"))
-    assert {r["id"] for r in removed} == {f"c{i:02d}" for i in range(60)} - {first}
+    assert {r["id"] for r in removed} == {f"c{i:03d}" for i in range(60)} - {first}
     assert {r["kept_id"] for r in removed} == {first}
     # the ends are far apart: the chain is joined by its links, not by one pair
     assert minhash_similarity(chain_docs[0], chain_docs[-1]) < 0.8
@@ -146,3 +154,38 @@ def test_the_reference_engine_refuses_cluster_tasks_in_one_line(sample_layout, t
     assert cp.returncode == 2
     assert cp.stderr.strip().count("\n") == 0 and "--cluster tasks" in cp.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_run_killed_in_a_round_resumes_to_the_same_bytes(tmp_path):
+    """SIGKILL once the third round's edges appear; the rerun resumes the staging folder,
+    keeps the rounds already done and gives the uninterrupted run's bytes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    planted_chain(tmp_path, 200)
+    flags = ["--input", str(tmp_path / "raw"), "--cluster", "tasks", "--task-mb", "0.01",
+             "--workers", "1"]
+    run_script("dedup_minhash.py", *flags, "--output", tmp_path / "whole")
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "dedup_minhash.py"), *flags,
+                             "--output", str(out)], cwd=ROOT, start_new_session=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not list(tmp_path.glob(".*.partial/_work/components/r3")) and proc.poll() is None:
+        assert time.time() < deadline, "no third round in 120 s"
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (out / "manifest.json").exists(), "the run ended before the kill"
+    # the rounds done left their completion markers: the rerun skips those tasks
+    for phase in ("components-r0large", "components-r1", "components-r2large"):
+        assert list(tmp_path.glob(f".*.partial/_logs/{phase}/completions/*")), phase
+    cp = run_script("dedup_minhash.py", *flags, "--output", out)
+    assert "resuming in" in cp.stderr
+    assert _data_files(out) == _data_files(tmp_path / "whole")
