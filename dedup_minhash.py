@@ -169,12 +169,10 @@ def run(run: Run) -> Output:
     if mode == "tasks":                                                # 3.6, in rounds of tasks
         root, removed, kept_of = cluster_in_tasks(run, np.ascontiguousarray(pairs[ok]))
     with run.phase("cluster"):                                         # 3.6: union-find
-        if mode == "tasks":
-            pass   # done above, phase by phase
-        elif args.engine == "reference":
-            root, removed, kept_of = reference_clusters(run.total_docs, pairs[ok])
-        else:
-            root, removed, kept_of = minhash.clusters(run.total_docs, pairs, ok)
+        if mode == "driver":
+            root, removed, kept_of = (reference_clusters(run.total_docs, pairs[ok])
+                                      if args.engine == "reference"
+                                      else minhash.clusters(run.total_docs, pairs, ok))
         removed_sims = (minhash.similarity(sigs.get(removed), sigs.get(kept_of))
                         if len(removed) else np.zeros(0))
         save_npy(work / "removed.npy", removed)
