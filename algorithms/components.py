@@ -108,13 +108,18 @@ def small_star(edges: np.ndarray) -> np.ndarray:
                                      np.column_stack([s[first, 0], m[first]])]))
 
 
-def split(edges: np.ndarray, parts: int) -> list[np.ndarray]:
-    """Edges by the partition of their first node: what a task writes, one file a
-    partition."""
+def by_partition(edges: np.ndarray, parts: int) -> tuple[np.ndarray, np.ndarray]:
+    """The edges ordered by the partition of their first node (stable), and where each
+    partition's slice begins and ends: what a task writes, read a slice a partition."""
     p = partition_of(edges[:, 0], parts)
     order = np.argsort(p, kind="stable")
-    bounds = np.searchsorted(p[order], np.arange(parts + 1))
-    return [edges[order[bounds[i]:bounds[i + 1]]] for i in range(parts)]
+    return edges[order], np.searchsorted(p[order], np.arange(parts + 1))
+
+
+def split(edges: np.ndarray, parts: int) -> list[np.ndarray]:
+    """Edges by the partition of their first node, one array a partition."""
+    ordered, bounds = by_partition(edges, parts)
+    return [ordered[bounds[i]:bounds[i + 1]] for i in range(parts)]
 
 
 def roots(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

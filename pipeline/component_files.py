@@ -10,16 +10,15 @@ from pathlib import Path
 
 import numpy as np
 
-from algorithms.components import partition_of
+from algorithms.components import by_partition
 from pipeline.work_files import save_npy
 
 
 def write_partitioned(folder: Path, rank: int, edges: np.ndarray, parts: int) -> None:
     """Task `rank`'s edges, by the partition of their first node."""
-    p = partition_of(edges[:, 0], parts)
-    order = np.argsort(p, kind="stable")
-    save_npy(folder / f"{rank:05d}.bounds.npy", np.searchsorted(p[order], np.arange(parts + 1)))
-    save_npy(folder / f"{rank:05d}.npy", edges[order])
+    ordered, bounds = by_partition(edges, parts)
+    save_npy(folder / f"{rank:05d}.bounds.npy", bounds)
+    save_npy(folder / f"{rank:05d}.npy", ordered)
 
 
 def read_partition(folder: Path, writers: int, rank: int) -> np.ndarray:
