@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import pipeline  # noqa: F401  (first, before numpy: see pipeline/__init__.py)
 
-import math
 import shutil
 import sys
 from pathlib import Path
@@ -35,19 +34,19 @@ from pathlib import Path
 import numpy as np
 import pyarrow.compute as pc
 
-from algorithms import components, minhash
+from algorithms import minhash
 from algorithms.exact_dedup import normalise
 from pipeline import kept_store, layout
-from pipeline.component_files import read_partition, write_partitioned
 from pipeline.errors import StageError, run_stage
 from pipeline.filter_phase import filter_phase
 from pipeline.kept_store import entry as kept_entry
 from pipeline.kept_store import load_array, side_store
 from pipeline.minhash_kept import (KIND, Signatures, band_deps, candidate_deps, keep_candidates,
-                                   keep_removed, keep_store, kept_candidates, kept_sources,
-                                   link_kept, save_or_link)
+                                   keep_removed, keep_store, kept_candidate_file,
+                                   kept_candidates, kept_sources, link_kept, save_or_link)
 from pipeline.minhash_report import (build_report, kept_line, report_picks, report_rows,
-                                     shown_rows, sweep)
+                                     shown_rows, similarity_histogram, sweep)
+from pipeline.minhash_tasks import candidates_in_tasks, cluster_in_tasks, concatenate_candidates
 from pipeline.progress import task_progress
 from pipeline.stage import Output, Run, Stage, unit_bytes_on_disk
 from pipeline.sweep import SweepRun, carry_sweep_reports, parse_sweep
@@ -158,24 +157,32 @@ def run(run: Run) -> Output:
     work = run.staging / WORK
 
     sig_results = signature_phase(run, stores)                        # 3.4
-    pairs, band_pairs, matches = candidates(run, candidate_deps(run))  # 3.5
-    with run.phase("verify"):                                          # 3.5: compare
-        sigs = Signatures(work / "sig", len(run.units), run.offsets)
-        if matches is None and args.engine == "reference":
-            matches = reference_matches(pairs, sigs)
-        sims, ok, matches = minhash.verify(pairs, sigs, args.threshold, args.num_perm, matches)
-        keep_candidates(work, pairs, matches)
+    sigs = Signatures(work / "sig", len(run.units), run.offsets)
     mode = cluster_mode(args, run.total_docs)
-    if mode == "tasks":                                                # 3.6, in rounds of tasks
-        root, removed, kept_of = cluster_in_tasks(run, np.ascontiguousarray(pairs[ok]))
-    with run.phase("cluster"):                                         # 3.6: union-find
-        if mode == "driver":
+    if mode == "tasks":   # 3.5 and 3.6 as phases of tasks (pipeline/minhash_tasks.py)
+        found = candidates_in_tasks(run, kept_candidate_file_noted(run))
+        root, removed, kept_of = cluster_in_tasks(run, found)
+        if not args.no_keep_signatures:
+            concatenate_candidates(run.staging, found.ranges, found.results,
+                                   work / "candidates.npy")
+        band_pairs, n_candidates, rejected, hist = (found.band_pairs, found.candidates,
+                                                    found.rejected, found.histogram)
+    else:
+        pairs, band_pairs, matches = candidates(run, candidate_deps(run))  # 3.5
+        with run.phase("verify"):                                          # 3.5: compare
+            if matches is None and args.engine == "reference":
+                matches = reference_matches(pairs, sigs)
+            sims, ok, matches = minhash.verify(pairs, sigs, args.threshold, args.num_perm,
+                                               matches)
+            keep_candidates(work, pairs, matches)
+        with run.phase("cluster"):                                         # 3.6: union-find
             root, removed, kept_of = (reference_clusters(run.total_docs, pairs[ok])
                                       if args.engine == "reference"
                                       else minhash.clusters(run.total_docs, pairs, ok))
-        removed_sims = (minhash.similarity(sigs.get(removed), sigs.get(kept_of))
-                        if len(removed) else np.zeros(0))
-        save_npy(work / "removed.npy", removed)
+        n_candidates, rejected, hist = len(pairs), int((~ok).sum()), similarity_histogram(sims)
+    removed_sims = (minhash.similarity(sigs.get(removed), sigs.get(kept_of))
+                    if len(removed) else np.zeros(0))
+    save_npy(work / "removed.npy", removed)
 
     to_show = shown_rows(root, removed)
     records = filter_phase(run, "removed.npy", pick=report_picks(to_show, removed, kept_of))
@@ -184,15 +191,15 @@ def run(run: Run) -> Output:
         "bytes_in": sum(r["bytes"] for r in sig_results),
         "bytes_out": sum(r["text_bytes"] for r in records),
         "removed": {"near_duplicate": int(len(removed))},
-        "band_pairs": int(band_pairs), "candidates": int(len(pairs)),
-        "candidates_rejected": int((~ok).sum()), "clusters": int(len(np.unique(kept_of))),
+        "band_pairs": int(band_pairs), "candidates": int(n_candidates),
+        "candidates_rejected": int(rejected), "clusters": int(len(np.unique(kept_of))),
         "short_texts": sum(r["short"] for r in sig_results),
     }
     cfg = run.staged.config
     with run.phase("report"):
         shown = report_rows(run.units, run.offsets, sigs, root, removed, kept_of, removed_sims,
                             to_show, run.staging)
-        text = build_report(shown, sims, counts, run.staging, cfg)
+        text = build_report(shown, hist, counts, run.staging, cfg)
     del sigs
     kept = {"tasks_reused": sum(r["signatures_reused"] for r in sig_results),
             "tasks": len(run.units), "notes": [n for r in sig_results for n in r["notes"]]}
@@ -284,12 +291,20 @@ def reference_clusters(n_docs: int, dups: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 # --------------------------------------------------------------------------------------
-# 3.6 past one machine (--cluster tasks): connected components in rounds of tasks,
-# large-star then small-star (algorithms/components.py), each task one partition of the
-# verified pairs; the same roots as the union-find, so the same bytes.
+# 3.5 and 3.6 past one machine (--cluster tasks): buckets by band and hash range, the
+# verification as a stream join and the connected components in rounds of tasks
+# (pipeline/minhash_tasks.py); the same candidates and roots, so the same bytes.
 # --------------------------------------------------------------------------------------
 
 CLUSTER_AUTO_DOCS = 50_000_000   # auto: the union-find in this process below this
+
+
+def kept_candidate_file_noted(run) -> tuple[str | None, int]:
+    """The kept candidates' file for the tasks to read, and its band collisions."""
+    path, band_pairs, notes = kept_candidate_file(run.output, candidate_deps(run))
+    for line in notes:
+        print(line, file=sys.stderr)
+    return path, band_pairs
 
 
 def cluster_mode(args, n_docs: int) -> str:
@@ -297,54 +312,6 @@ def cluster_mode(args, n_docs: int) -> str:
     if args.cluster != "auto":
         return args.cluster
     return "tasks" if n_docs >= CLUSTER_AUTO_DOCS and args.engine == "fast" else "driver"
-
-
-def component_task(rank: int, world_size: int, staging: str, src: str, dst: str,
-                   writers: int, step: str) -> None:
-    """Task `rank` of one step of a round: its partition of the edges, whether it is a
-    star already, and the step's new edges written to the partitions that read them next
-    (step "roots": each leaf and its centre, the cluster's smallest index)."""
-    folder = Path(staging) / WORK / "components"
-    edges = read_partition(folder / src, writers, rank)
-    if step == "roots":
-        leaf, centre = components.roots(edges)
-        save_npy(folder / dst / f"{rank:05d}.npy", np.column_stack([leaf, centre]))
-        save_task_result(staging, f"components-{dst}", rank, {"leaves": int(len(leaf))})
-        return
-    star = components.is_star_partition(edges)
-    out = components.large_star(edges) if step == "large" else components.small_star(edges)
-    write_partitioned(folder / dst, rank, out, world_size)
-    save_task_result(staging, f"components-{dst}", rank, {"star": star, "edges": int(len(out))})
-
-
-def cluster_in_tasks(run: Run, dups: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                          np.ndarray]:
-    """minhash.clusters' answer (root of every document, removed documents, the document
-    each was merged into) from rounds of tasks, until every partition is a star.
-    Partitions: about --task-mb of edges each (16 bytes an edge, stored both ways)."""
-    folder = run.staging / WORK / "components"
-    parts = max(1, math.ceil(32 * len(dups) / (run.args.task_mb * 2**20)))
-    write_partitioned(folder / "r0", 0, components.both_ways(dups), parts)
-    src, writers, r = "r0", 1, 0
-    while True:
-        large = f"r{r}large"
-        run.parallel(f"components-{large}", component_task, tasks=parts, sized=False,
-                     staging=str(run.staging), src=src, dst=large, writers=writers, step="large")
-        if all(x["star"] for x in run.results(f"components-{large}", parts)):
-            break   # large-star leaves a star as it is: its output is the answer
-        r += 1
-        run.parallel(f"components-r{r}", component_task, tasks=parts, sized=False,
-                     staging=str(run.staging), src=large, dst=f"r{r}", writers=parts,
-                     step="small")
-        src, writers = f"r{r}", parts
-    run.parallel("components-roots", component_task, tasks=parts, sized=False,
-                 staging=str(run.staging), src=large, dst="roots", writers=parts, step="roots")
-    root = np.arange(run.total_docs, dtype=np.int64)
-    for q in range(parts):
-        lc = np.load(folder / "roots" / f"{q:05d}.npy")
-        root[lc[:, 0]] = lc[:, 1]
-    removed = np.nonzero(root != np.arange(run.total_docs))[0]
-    return root, removed, root[removed]
 
 
 # --------------------------------------------------------------------------------------

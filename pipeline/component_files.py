@@ -1,8 +1,12 @@
-"""The edge files of dedup_minhash's cluster rounds (--cluster tasks), under the staging
-folder's work directory: one folder a step, one file a task, its edges sorted by the
-partition that reads them, with the bounds of each partition's slice beside it. A task of
-the next step reads its slice of every file of the step before (memory-mapped): it holds
-one partition, never the graph."""
+"""The exchange files of dedup_minhash's phases past one machine (--cluster tasks), under
+the staging folder's work directory: one folder a step, one file a task (and one more
+per extra array), its rows sorted by the partition that reads them, with the bounds of
+each partition's slice beside it. A task of the next step reads its slice of every file
+of the step before (memory-mapped): it holds one partition, never the whole corpus.
+
+Two ways to cut: the cluster rounds' edges by a hash of their first node
+(algorithms.components.partition_of, `write_partitioned`), and the candidates by ranges
+of document indices (`write_ranges`), so that a task reads the signatures of one range."""
 
 from __future__ import annotations
 
@@ -21,11 +25,32 @@ def write_partitioned(folder: Path, rank: int, edges: np.ndarray, parts: int) ->
     save_npy(folder / f"{rank:05d}.npy", ordered)
 
 
-def read_partition(folder: Path, writers: int, rank: int) -> np.ndarray:
-    """Partition `rank`'s slice of the files the `writers` tasks of a step wrote."""
-    out = [np.zeros((0, 2), np.int64)]
+def read_partition(folder: Path, writers: int, rank: int, name: str = "",
+                   empty: np.ndarray | None = None) -> np.ndarray:
+    """Partition `rank`'s slice of the files the `writers` tasks of a step wrote (name:
+    which of each task's arrays; empty: its shape when nobody wrote a row)."""
+    out = [np.zeros((0, 2), np.int64) if empty is None else empty]
     for w in range(writers):
         b = np.load(folder / f"{w:05d}.bounds.npy")
         if b[rank + 1] > b[rank]:
-            out.append(np.asarray(np.load(folder / f"{w:05d}.npy", mmap_mode="r")[b[rank]:b[rank + 1]]))
+            a = np.load(folder / f"{w:05d}{name}.npy", mmap_mode="r")
+            out.append(np.asarray(a[b[rank]:b[rank + 1]]))
     return np.concatenate(out)
+
+
+def range_of(docs: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The range each document index falls in; starts: the ranges' first indices, then
+    the end of the last."""
+    return np.searchsorted(starts, docs, side="right") - 1
+
+
+def write_ranges(folder: Path, rank: int, key: np.ndarray, starts: np.ndarray,
+                 **arrays: np.ndarray) -> None:
+    """Task `rank`'s rows, by the range of documents `key` falls in (stable: rows keep
+    their order within a range); `arrays`: name -> rows ("" the first file)."""
+    part = range_of(key, starts)
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(len(starts)))
+    for name, a in arrays.items():
+        save_npy(folder / f"{rank:05d}{name}.npy", a[order])
+    save_npy(folder / f"{rank:05d}.bounds.npy", bounds)

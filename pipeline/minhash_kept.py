@@ -150,6 +150,29 @@ def kept_candidates(output: Path, deps: dict) -> tuple[np.ndarray | None, int, l
     return None, 0, notes
 
 
+def kept_candidate_file(output: Path, deps: dict) -> tuple[str | None, int, list[str]]:
+    """kept_candidates for --cluster tasks: where the kept file is (its digest checked in
+    chunks, never held whole), for the candidates tasks to read a slice each; (path, band
+    collisions, notes), or (None, 0, notes)."""
+    notes = []
+    recorded = kept_store.recorded_index_digest(output, "kept", "candidates")
+    for where in (output, side_store(output, KIND)):
+        piece, extra, why = kept_store.whole_piece(where / "candidates", deps,
+                                                   recorded if where == output else None)
+        if piece is not None:
+            why = f"{Path(piece['path']).name}: digest mismatch"
+            if kept_store.checks_out(piece):
+                arr = np.load(piece["path"], mmap_mode="r")
+                if arr.ndim == 2 and arr.shape[1] == 3 and "band_pairs" in extra:
+                    notes.append(f"candidates and their similarities reused from "
+                                 f"{where / 'candidates'}: buckets and verification skipped")
+                    return piece["path"], int(extra["band_pairs"]), notes
+                why = "not a candidate list"
+        if why != "none kept":
+            notes.append(f"kept candidates in {where / 'candidates'} not used: {why}")
+    return None, 0, notes
+
+
 def keep_candidates(work: Path, pairs: np.ndarray, matches: np.ndarray) -> None:
     """Leave the verified candidates in _work/candidates.npy, for keep_store."""
     small = len(pairs) == 0 or int(pairs.max()) < 2**31   # 12 bytes a candidate, not 24

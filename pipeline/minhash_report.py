@@ -97,9 +97,15 @@ def report_rows(units, offsets, sigs, root, removed, kept_of, sims, shown: Shown
             "examples": examples, "cluster_sizes": minhash.cluster_size_counts(kept_of)}
 
 
-def build_report(shown: dict, cand_sims, counts, staging: Path, config: dict) -> str:
-    """The stage's tables (text, report/dedup_minhash_stats.{json,md}) from the counts and
-    report_rows()' examples."""
+def similarity_histogram(sims: np.ndarray) -> list[int]:
+    """How many candidates fall in each bin of SIM_BINS (none: an empty list). Counts add
+    up: the histogram of several parts is the sum of theirs."""
+    return np.histogram(np.clip(sims, 0, 1), SIM_BINS)[0].tolist() if len(sims) else []
+
+
+def build_report(shown: dict, hist: list[int], counts, staging: Path, config: dict) -> str:
+    """The stage's tables (text, report/dedup_minhash_stats.{json,md}) from the counts,
+    the candidates' similarity_histogram and report_rows()' examples."""
     rep = staging / "report"
     lines, md_clusters, js_clusters = shown["lines"], shown["md_clusters"], shown["js_clusters"]
     examples = shown["examples"]
@@ -127,7 +133,6 @@ def build_report(shown: dict, cand_sims, counts, staging: Path, config: dict) ->
         md += "\n\n## Removed examples\n\n" + markdown_table(
             ["removed id", "kept id", "similarity", "text"],
             [[e["id"], e["kept_id"], f"{e['similarity']:.3f}", e["text"]] for e in examples])
-    hist = np.histogram(np.clip(cand_sims, 0, 1), SIM_BINS)[0].tolist() if len(cand_sims) else []
     save_report(rep, "dedup_minhash_stats", {
         **c, "config": config, "largest_clusters": js_clusters, "examples": examples,
         "cluster_sizes": shown["cluster_sizes"],

@@ -101,7 +101,31 @@ def test_tasks_give_the_drivers_bytes_on_the_sample(sample_layout, tmp_path):
     assert _data_files(driver) == _data_files(tasks)
     m = json.loads((tasks / "manifest.json").read_text())
     assert m["counts"]["removed"]["near_duplicate"] > 0
-    assert any(p.startswith("components-") for p in m["resources"]["phases"])
+    phases = m["resources"]["phases"]
+    assert any(p.startswith("components-") for p in phases)
+    # buckets by band and range of hash values, candidates by range of documents
+    assert phases["buckets"]["tasks"] > 16 and phases["verify"]["tasks"] > 1, phases
+    assert "cluster" not in phases
+    assert phases["band-order"]["tasks"] == phases["signatures"]["tasks"]
+
+
+def test_a_threshold_rerun_in_tasks_reads_the_kept_candidates_only(sample_layout, tmp_path):
+    """--threshold 0.9 after a run: in tasks, no bucket, no verification, the kept
+    candidates read a slice a task; the same bytes as the driver's rerun."""
+    driver, tasks = _both_modes(sample_layout / "raw", tmp_path, "--task-mb", "0.01")
+    before = json.loads((tasks / "manifest.json").read_text())["counts"]
+    for mode, out in (("driver", driver), ("tasks", tasks)):
+        cp = run_script("dedup_minhash.py", "--input", sample_layout / "raw", "--output", out,
+                        "--cluster", mode, "--workers", "2", "--task-mb", "0.01",
+                        "--threshold", "0.9")
+        assert "buckets and verification skipped" in cp.stderr
+    assert _data_files(driver) == _data_files(tasks)
+    phases = json.loads((tasks / "manifest.json").read_text())["resources"]["phases"]
+    assert not {"buckets", "pairs", "verify"} & set(phases) and phases["candidates"]["tasks"] > 1
+    stats = json.loads((tasks / "report" / "dedup_minhash_stats.json").read_text())
+    assert stats["config"]["threshold"] == 0.9
+    assert stats["candidates"] == before["candidates"]
+    assert stats["candidates_rejected"] > before["candidates_rejected"]
 
 
 def planted_chain(tmp_path, n: int = 60) -> tuple[list[dict], list[str]]:
