@@ -161,7 +161,7 @@ def run(run: Run) -> Output:
     mode = cluster_mode(args, run.total_docs)
     if mode == "tasks":   # 3.5 and 3.6 as phases of tasks (pipeline/minhash_tasks.py)
         found = candidates_in_tasks(run, kept_candidate_file_noted(run))
-        root, removed, kept_of = cluster_in_tasks(run, found)
+        removed, kept_of = cluster_in_tasks(run, found)
         if not args.no_keep_signatures:
             concatenate_candidates(run.staging, found.ranges, found.results,
                                    work / "candidates.npy")
@@ -176,15 +176,15 @@ def run(run: Run) -> Output:
                                                matches)
             keep_candidates(work, pairs, matches)
         with run.phase("cluster"):                                         # 3.6: union-find
-            root, removed, kept_of = (reference_clusters(run.total_docs, pairs[ok])
-                                      if args.engine == "reference"
-                                      else minhash.clusters(run.total_docs, pairs, ok))
+            _, removed, kept_of = (reference_clusters(run.total_docs, pairs[ok])
+                                   if args.engine == "reference"
+                                   else minhash.clusters(run.total_docs, pairs, ok))
         n_candidates, rejected, hist = len(pairs), int((~ok).sum()), similarity_histogram(sims)
-    removed_sims = (minhash.similarity(sigs.get(removed), sigs.get(kept_of))
-                    if len(removed) else np.zeros(0))
+    removed_sims = (minhash.match_counts(np.column_stack([removed, kept_of]), sigs)
+                    / args.num_perm)   # in chunks: never every removed one's signature
     save_npy(work / "removed.npy", removed)
 
-    to_show = shown_rows(root, removed)
+    to_show = shown_rows(removed, kept_of)
     records = filter_phase(run, "removed.npy", pick=report_picks(to_show, removed, kept_of))
     counts = {
         "docs_in": run.total_docs, "docs_out": sum(r["rows"] for r in records),
@@ -197,7 +197,7 @@ def run(run: Run) -> Output:
     }
     cfg = run.staged.config
     with run.phase("report"):
-        shown = report_rows(run.units, run.offsets, sigs, root, removed, kept_of, removed_sims,
+        shown = report_rows(run.units, run.offsets, sigs, removed, kept_of, removed_sims,
                             to_show, run.staging)
         text = build_report(shown, hist, counts, run.staging, cfg)
     del sigs

@@ -384,10 +384,14 @@ def clusters(n_docs: int, pairs: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray
 
 def largest_clusters(root: np.ndarray, n: int = 5) -> list[tuple[int, int]]:
     """(kept index, size) of the n largest clusters, ties by corpus order."""
-    removed = np.nonzero(root != np.arange(len(root)))[0]
-    if len(removed) == 0:
+    return largest_clusters_of(root[root != np.arange(len(root))], n)
+
+
+def largest_clusters_of(kept_of: np.ndarray, n: int = 5) -> list[tuple[int, int]]:
+    """largest_clusters from the document each removed one was merged into."""
+    if len(kept_of) == 0:
         return []
-    r, c = np.unique(root[removed], return_counts=True)
+    r, c = np.unique(kept_of, return_counts=True)
     order = np.lexsort((r, -c))[:n]
     return [(int(r[i]), int(c[i]) + 1) for i in order]
 

@@ -39,9 +39,11 @@ class Shown(NamedTuple):
     rows: np.ndarray
 
 
-def shown_rows(root: np.ndarray, removed: np.ndarray) -> Shown:
-    clusters_ = minhash.largest_clusters(root)
-    members_of = [np.nonzero(root == k)[0][:3] for k, _ in clusters_]
+def shown_rows(removed: np.ndarray, kept_of: np.ndarray) -> Shown:
+    """The largest clusters and their first members (the kept one, then the smallest
+    removed ones), from the removed documents (sorted) and the one each was merged into."""
+    clusters_ = minhash.largest_clusters_of(kept_of)
+    members_of = [np.r_[k, removed[kept_of == k][:2]] for k, _ in clusters_]
     rows = np.concatenate([*members_of, removed[:EXAMPLES]]).astype(np.int64)
     return Shown(clusters_, members_of, rows)
 
@@ -52,7 +54,7 @@ def report_picks(shown: Shown, removed, kept_of) -> dict[str, np.ndarray]:
     return {"id": np.concatenate([removed, kept_of, shown.rows]), "text": shown.rows}
 
 
-def report_rows(units, offsets, sigs, root, removed, kept_of, sims, shown: Shown,
+def report_rows(units, offsets, sigs, removed, kept_of, sims, shown: Shown,
                 staging: Path) -> dict:
     """What the report shows from the input: report/removed.parquet (every removed
     document, its cluster's kept one and their similarity) and the ids and texts of the
@@ -64,14 +66,14 @@ def report_rows(units, offsets, sigs, root, removed, kept_of, sims, shown: Shown
     ids, kept_ids = id_of.at(removed), id_of.at(kept_of)
     shown_ids = id_of.at(shown.rows).to_pylist()
     shown_text = Picked(staging, "text").at(shown.rows).to_pylist()
-    size = np.bincount(root, minlength=len(root))
+    _, at_kept, size = np.unique(kept_of, return_inverse=True, return_counts=True)
     s, r = shard_rows_of(units, offsets, removed)
     ks, kr = shard_rows_of(units, offsets, kept_of)
     write_table(rep / "removed.parquet", pa.table({
         "id": ids, "kept_id": kept_ids, "similarity": from_numpy(sims, pa.float64()),
         "shard": s, "row": from_numpy(r, pa.int64()),
         "kept_shard": ks, "kept_row": from_numpy(kr, pa.int64()),
-        "cluster_size": from_numpy(size[kept_of], pa.int64())}))
+        "cluster_size": from_numpy(size[at_kept].astype(np.int64) + 1, pa.int64())}))
 
     lines, md_clusters, js_clusters = [], [], []
     at = 0

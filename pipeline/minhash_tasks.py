@@ -240,15 +240,17 @@ def candidates_in_tasks(run, kept: tuple[str | None, int]) -> Found:
 
 
 def component_task(rank: int, world_size: int, staging: str, src: str, dst: str,
-                   writers: int, step: str) -> None:
+                   writers: int, step: str, offsets: list[int] | None = None) -> None:
     """Task `rank` of one step of a round: its partition of the edges, whether it is a
     star already, and the step's new edges written to the partitions that read them next
-    (step "roots": each leaf and its centre, the cluster's smallest index)."""
+    (step "roots": each leaf and its centre, the cluster's smallest index, sent to the
+    unit the leaf is in)."""
     folder = _folder(staging, "components")
     edges = read_partition(folder / src, writers, rank)
     if step == "roots":
         leaf, centre = components.roots(edges)
-        save_npy(folder / dst / f"{rank:05d}.npy", np.column_stack([leaf, centre]))
+        write_ranges(folder / dst, rank, leaf, np.array(offsets),
+                     **{"": np.column_stack([leaf, centre])})
         save_task_result(staging, f"components-{dst}", rank, {"leaves": int(len(leaf))})
         return
     star = components.is_star_partition(edges)
@@ -257,10 +259,10 @@ def component_task(rank: int, world_size: int, staging: str, src: str, dst: str,
     save_task_result(staging, f"components-{dst}", rank, {"star": star, "edges": int(len(out))})
 
 
-def cluster_in_tasks(run, found: Found) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """minhash.clusters' answer (root of every document, removed documents, the document
-    each was merged into) from rounds of tasks over the accepted candidates the
-    candidates phase wrote, until every partition is a star."""
+def cluster_in_tasks(run, found: Found) -> tuple[np.ndarray, np.ndarray]:
+    """minhash.clusters' removed documents (sorted) and the document each was merged into,
+    from rounds of tasks over the accepted candidates the candidates phase wrote, until
+    every partition is a star; read unit by unit (no array of every document)."""
     folder = run.staging / WORK / "components"
     parts, staging = found.cluster_parts, str(run.staging)
     src, writers, r = "r0", found.ranges, 0
@@ -275,10 +277,11 @@ def cluster_in_tasks(run, found: Found) -> tuple[np.ndarray, np.ndarray, np.ndar
                      staging=staging, src=large, dst=f"r{r}", writers=parts, step="small")
         src, writers = f"r{r}", parts
     run.parallel("components-roots", component_task, tasks=parts, sized=False,
-                 staging=staging, src=large, dst="roots", writers=parts, step="roots")
-    root = np.arange(run.total_docs, dtype=np.int64)
-    for q in range(parts):
-        lc = np.load(folder / "roots" / f"{q:05d}.npy")
-        root[lc[:, 0]] = lc[:, 1]
-    removed = np.nonzero(root != np.arange(run.total_docs))[0]
-    return root, removed, root[removed]
+                 staging=staging, src=large, dst="roots", writers=parts, step="roots",
+                 offsets=[int(x) for x in run.offsets])
+    out = [np.zeros((0, 2), np.int64)]
+    for u in range(len(run.units)):
+        lc = read_partition(folder / "roots", parts, u)
+        out.append(lc[np.argsort(lc[:, 0], kind="stable")])
+    lc = np.concatenate(out)
+    return lc[:, 0].copy(), lc[:, 1].copy()
