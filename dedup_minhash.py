@@ -30,6 +30,7 @@ import pipeline  # noqa: F401  (first, before numpy: see pipeline/__init__.py)
 import shutil
 import sys
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import numpy as np
 import pyarrow.compute as pc
@@ -44,9 +45,10 @@ from pipeline.kept_store import load_array, side_store
 from pipeline.minhash_kept import (KIND, Signatures, band_deps, candidate_deps, keep_candidates,
                                    keep_removed, keep_store, kept_candidate_file,
                                    kept_candidates, kept_sources, link_kept, save_or_link)
-from pipeline.minhash_report import (build_report, kept_line, report_picks, report_rows,
-                                     shown_rows, similarity_histogram, sweep)
-from pipeline.minhash_tasks import candidates_in_tasks, cluster_in_tasks, concatenate_candidates
+from pipeline.minhash_report import (EXAMPLES, Shown, build_report, kept_line, report_picks,
+                                     report_rows, shown_rows, similarity_histogram, sweep)
+from pipeline.minhash_tasks import (candidates_in_tasks, cluster_in_tasks, concatenate_candidates,
+                                    merged_roots, removed_in_tasks, report_rows_from_tasks)
 from pipeline.progress import task_progress
 from pipeline.stage import Output, Run, Stage, unit_bytes_on_disk
 from pipeline.sweep import SweepRun, carry_sweep_reports, parse_sweep
@@ -159,53 +161,28 @@ def run(run: Run) -> Output:
     sig_results = signature_phase(run, stores)                        # 3.4
     sigs = Signatures(work / "sig", len(run.units), run.offsets)
     mode = cluster_mode(args, run.total_docs)
-    if mode == "tasks":   # 3.5 and 3.6 as phases of tasks (pipeline/minhash_tasks.py)
-        found = candidates_in_tasks(run, kept_candidate_file_noted(run))
-        removed, kept_of = cluster_in_tasks(run, found)
-        if not args.no_keep_signatures:
-            concatenate_candidates(run.staging, found.ranges, found.results,
-                                   work / "candidates.npy")
-        band_pairs, n_candidates, rejected, hist = (found.band_pairs, found.candidates,
-                                                    found.rejected, found.histogram)
-    else:
-        pairs, band_pairs, matches = candidates(run, candidate_deps(run))  # 3.5
-        with run.phase("verify"):                                          # 3.5: compare
-            if matches is None and args.engine == "reference":
-                matches = reference_matches(pairs, sigs)
-            sims, ok, matches = minhash.verify(pairs, sigs, args.threshold, args.num_perm,
-                                               matches)
-            keep_candidates(work, pairs, matches)
-        with run.phase("cluster"):                                         # 3.6: union-find
-            _, removed, kept_of = (reference_clusters(run.total_docs, pairs[ok])
-                                   if args.engine == "reference"
-                                   else minhash.clusters(run.total_docs, pairs, ok))
-        n_candidates, rejected, hist = len(pairs), int((~ok).sum()), similarity_histogram(sims)
-    removed_sims = (minhash.match_counts(np.column_stack([removed, kept_of]), sigs)
-                    / args.num_perm)   # in chunks: never every removed one's signature
-    save_npy(work / "removed.npy", removed)
+    # 3.5 (candidates, verified) and 3.6 (clusters): here, or as phases of tasks
+    done = in_driver(run, sigs) if mode == "driver" else in_tasks(run, sigs)
 
-    to_show = shown_rows(removed, kept_of)
-    records = filter_phase(run, "removed.npy", pick=report_picks(to_show, removed, kept_of))
+    records = filter_phase(run, "removed.npy", pick=done.picks)
     counts = {
         "docs_in": run.total_docs, "docs_out": sum(r["rows"] for r in records),
         "bytes_in": sum(r["bytes"] for r in sig_results),
         "bytes_out": sum(r["text_bytes"] for r in records),
-        "removed": {"near_duplicate": int(len(removed))},
-        "band_pairs": int(band_pairs), "candidates": int(n_candidates),
-        "candidates_rejected": int(rejected), "clusters": int(len(np.unique(kept_of))),
+        "removed": {"near_duplicate": int(done.removed)},
+        "band_pairs": int(done.band_pairs), "candidates": int(done.candidates),
+        "candidates_rejected": int(done.rejected), "clusters": int(done.clusters),
         "short_texts": sum(r["short"] for r in sig_results),
     }
     cfg = run.staged.config
     with run.phase("report"):
-        shown = report_rows(run.units, run.offsets, sigs, removed, kept_of, removed_sims,
-                            to_show, run.staging)
-        text = build_report(shown, hist, counts, run.staging, cfg)
+        text = build_report(done.report_rows(), done.histogram, counts, run.staging, cfg)
     del sigs
     kept = {"tasks_reused": sum(r["signatures_reused"] for r in sig_results),
             "tasks": len(run.units), "notes": [n for r in sig_results for n in r["notes"]]}
     run.forget_tasks()   # the work files move or go below
     if not args.no_keep_signatures:
-        kept.update(keep_store(work, run.staging, sig_results, run, band_pairs))
+        kept.update(keep_store(work, run.staging, sig_results, run, done.band_pairs))
         kept["removed"] = keep_removed(work, run.staging, run)
         kept["bytes"] += kept["removed"]["bytes"]
     kept["output_files_reused"] = sum(bool(r.get("reused")) for r in records)
@@ -214,6 +191,62 @@ def run(run: Run) -> Output:
     return Output(records, counts, extra={"kept": kept, "cluster": mode}, summary=[
         text, *(f"note: {line}" for line in kept["notes"][:5]), kept_line(kept, run.total_docs),
         f"wrote {out}/ ({len(records)} shards), {out}/report/ and {out}/manifest.json"])
+
+
+class Done(NamedTuple):
+    """What 3.5 and 3.6 leave for the filter and the report (_work/removed.npy: the
+    removed documents' sorted global rows)."""
+    band_pairs: int
+    candidates: int
+    rejected: int
+    histogram: list[int]   # of the candidates' similarities (similarity_histogram)
+    removed: int
+    clusters: int
+    picks: dict            # the rows whose id and text the filter tasks keep for the report
+    report_rows: Callable[[], dict]
+
+
+def in_driver(run: Run, sigs: Signatures) -> Done:
+    """3.5 and 3.6 in this process: every candidate pair, verified, joined by union-find."""
+    args, work = run.args, run.staging / WORK
+    pairs, band_pairs, matches = candidates(run, candidate_deps(run))  # 3.5: buckets
+    with run.phase("verify"):                                          # 3.5: compare
+        if matches is None and args.engine == "reference":
+            matches = reference_matches(pairs, sigs)
+        sims, ok, matches = minhash.verify(pairs, sigs, args.threshold, args.num_perm, matches)
+        keep_candidates(work, pairs, matches)
+    with run.phase("cluster"):                                         # 3.6: union-find
+        _, removed, kept_of = (reference_clusters(run.total_docs, pairs[ok])
+                               if args.engine == "reference"
+                               else minhash.clusters(run.total_docs, pairs, ok))
+        save_npy(work / "removed.npy", removed)
+    removed_sims = (minhash.match_counts(np.column_stack([removed, kept_of]), sigs)
+                    / args.num_perm)   # in chunks: never every removed one's signature
+    shown = shown_rows(removed, kept_of)
+    return Done(band_pairs, len(pairs), int((~ok).sum()), similarity_histogram(sims),
+                len(removed), len(np.unique(kept_of)), report_picks(shown, removed, kept_of),
+                lambda: report_rows(run.units, run.offsets, sigs, removed, kept_of,
+                                    removed_sims, shown, run.staging))
+
+
+def in_tasks(run: Run, sigs: Signatures) -> Done:
+    """3.5 and 3.6 as phases of tasks (pipeline/minhash_tasks.py), no task holding more
+    than about --task-mb and the driver nothing per document: the same bytes."""
+    found = candidates_in_tasks(run, kept_candidate_file_noted(run))
+    roots = cluster_in_tasks(run, found)
+    clusters, removed, sizes, largest = merged_roots(roots)
+    removed_in_tasks(run, len(roots))
+    if not run.args.no_keep_signatures:
+        concatenate_candidates(run.staging, found.ranges, found.results,
+                               run.staging / WORK / "candidates.npy")
+    first = np.load(run.staging / WORK / "removed.npy", mmap_mode="r")[:EXAMPLES]
+    shown = Shown([(k, size) for k, size, _ in largest],
+                  [np.array(m, np.int64) for _, _, m in largest],
+                  np.concatenate([np.zeros(0, np.int64), *(m for _, _, m in largest),
+                                  first]).astype(np.int64))
+    return Done(found.band_pairs, found.candidates, found.rejected, found.histogram, removed,
+                clusters, {"id": shown.rows, "text": shown.rows},
+                lambda: report_rows_from_tasks(run, sigs, shown, sizes))
 
 
 def after_commit(run: Run) -> None:

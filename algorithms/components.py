@@ -130,6 +130,15 @@ def roots(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return nodes[leaf], smallest[leaf]
 
 
+def star_edges(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Once every partition is a star: (centre, leaf) of this partition's centres, sorted
+    by centre then leaf. An edge to a larger node leaves a centre (a leaf's one neighbour
+    is smaller), and a centre's partition holds all its edges: whole clusters."""
+    e = _grouped(edges)[0]
+    out = e[e[:, 0] < e[:, 1]]
+    return out[:, 0], out[:, 1]
+
+
 def components_in_rounds(n: int, edges: np.ndarray, parts: int) -> tuple[np.ndarray, int]:
     """Every document's root (its component's smallest index), computed as the tasks
     compute it, partition by partition, here one after another in this process; and the

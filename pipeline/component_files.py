@@ -13,9 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
+from algorithms.arrays import from_numpy
 from algorithms.components import by_partition
-from pipeline.work_files import save_npy
+from pipeline.work_files import load_arrow, save_arrow, save_npy
 
 
 def write_partitioned(folder: Path, rank: int, edges: np.ndarray, parts: int) -> None:
@@ -45,12 +47,25 @@ def range_of(docs: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 def write_ranges(folder: Path, rank: int, key: np.ndarray, starts: np.ndarray,
-                 **arrays: np.ndarray) -> None:
+                 table: pa.Table | None = None, **arrays: np.ndarray) -> None:
     """Task `rank`'s rows, by the range of documents `key` falls in (stable: rows keep
-    their order within a range); `arrays`: name -> rows ("" the first file)."""
+    their order within a range); `arrays`: name -> rows ("" the first file); `table`:
+    Arrow columns of the same rows (strings, say), kept as RANK.arrow."""
     part = range_of(key, starts)
     order = np.argsort(part, kind="stable")
     bounds = np.searchsorted(part[order], np.arange(len(starts)))
     for name, a in arrays.items():
         save_npy(folder / f"{rank:05d}{name}.npy", a[order])
+    if table is not None:
+        save_arrow(folder / f"{rank:05d}.arrow", table.take(from_numpy(order, pa.int64())))
     save_npy(folder / f"{rank:05d}.bounds.npy", bounds)
+
+
+def read_table_partition(folder: Path, writers: int, rank: int) -> pa.Table | None:
+    """Partition `rank`'s slice of the Arrow files write_ranges left (None: no rows)."""
+    out = []
+    for w in range(writers):
+        b = np.load(folder / f"{w:05d}.bounds.npy")
+        if b[rank + 1] > b[rank]:
+            out.append(load_arrow(folder / f"{w:05d}.arrow").slice(b[rank], b[rank + 1] - b[rank]))
+    return pa.concat_tables(out) if out else None

@@ -54,6 +54,19 @@ def report_picks(shown: Shown, removed, kept_of) -> dict[str, np.ndarray]:
     return {"id": np.concatenate([removed, kept_of, shown.rows]), "text": shown.rows}
 
 
+def removed_table(units, offsets, removed, kept_of, ids, kept_ids, sims,
+                  sizes) -> pa.Table:
+    """Rows of report/removed.parquet: each removed document, its cluster's kept one,
+    their similarity, where both are in the input, and the cluster's size."""
+    s, r = shard_rows_of(units, offsets, removed)
+    ks, kr = shard_rows_of(units, offsets, kept_of)
+    return pa.table({
+        "id": ids, "kept_id": kept_ids, "similarity": from_numpy(sims, pa.float64()),
+        "shard": s, "row": from_numpy(r, pa.int64()),
+        "kept_shard": ks, "kept_row": from_numpy(kr, pa.int64()),
+        "cluster_size": from_numpy(np.asarray(sizes, np.int64), pa.int64())})
+
+
 def report_rows(units, offsets, sigs, removed, kept_of, sims, shown: Shown,
                 staging: Path) -> dict:
     """What the report shows from the input: report/removed.parquet (every removed
@@ -61,20 +74,23 @@ def report_rows(units, offsets, sigs, removed, kept_of, sims, shown: Shown,
     largest clusters and of a few removed documents (report_picks)."""
     rep = staging / "report"
     rep.mkdir(exist_ok=True)
-    ex_n = min(EXAMPLES, len(removed))
     id_of = Picked(staging, "id")
     ids, kept_ids = id_of.at(removed), id_of.at(kept_of)
-    shown_ids = id_of.at(shown.rows).to_pylist()
-    shown_text = Picked(staging, "text").at(shown.rows).to_pylist()
     _, at_kept, size = np.unique(kept_of, return_inverse=True, return_counts=True)
-    s, r = shard_rows_of(units, offsets, removed)
-    ks, kr = shard_rows_of(units, offsets, kept_of)
-    write_table(rep / "removed.parquet", pa.table({
-        "id": ids, "kept_id": kept_ids, "similarity": from_numpy(sims, pa.float64()),
-        "shard": s, "row": from_numpy(r, pa.int64()),
-        "kept_shard": ks, "kept_row": from_numpy(kr, pa.int64()),
-        "cluster_size": from_numpy(size[at_kept].astype(np.int64) + 1, pa.int64())}))
+    table = removed_table(units, offsets, removed, kept_of, ids, kept_ids, sims,
+                          size[at_kept].astype(np.int64) + 1)
+    write_table(rep / "removed.parquet", table)
+    return shown_entries(sigs, shown, table.slice(0, EXAMPLES), staging,
+                         minhash.cluster_size_counts(kept_of))
 
+
+def shown_entries(sigs, shown: Shown, first_removed: pa.Table | None, staging: Path,
+                  cluster_sizes: dict) -> dict:
+    """The largest clusters (ids, texts, each member's similarity to the kept one) and the
+    first removed documents (first_removed: their rows of removed.parquet), as the report
+    shows them."""
+    shown_ids = Picked(staging, "id").at(shown.rows).to_pylist()
+    shown_text = Picked(staging, "text").at(shown.rows).to_pylist()
     lines, md_clusters, js_clusters = [], [], []
     at = 0
     for rank, ((k, sz), members) in enumerate(zip(shown.clusters, shown.members), 1):
@@ -92,11 +108,12 @@ def report_rows(units, offsets, sigs, removed, kept_of, sims, shown: Shown,
         js_clusters.append(entry)
         md_clusters.append([mids[0], sz, snippet(texts[0], 100)])
     ex_text = shown_text[at:]
-    examples = [{"id": ids[i].as_py(), "kept_id": kept_ids[i].as_py(),
-                 "similarity": round(float(sims[i]), 4),
-                 "text": snippet(ex_text[i])} for i in range(ex_n)]
+    first = first_removed.to_pydict() if first_removed is not None else {}
+    examples = [{"id": first["id"][i], "kept_id": first["kept_id"][i],
+                 "similarity": round(float(first["similarity"][i]), 4),
+                 "text": snippet(ex_text[i])} for i in range(len(first.get("id", [])))]
     return {"lines": lines, "md_clusters": md_clusters, "js_clusters": js_clusters,
-            "examples": examples, "cluster_sizes": minhash.cluster_size_counts(kept_of)}
+            "examples": examples, "cluster_sizes": cluster_sizes}
 
 
 def similarity_histogram(sims: np.ndarray) -> list[int]:

@@ -31,12 +31,17 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from algorithms import components, minhash
-from pipeline.component_files import read_partition, write_partitioned, write_ranges
-from pipeline.minhash_report import SIM_BINS
+from algorithms.arrays import from_numpy
+from pipeline.component_files import (read_partition, read_table_partition, write_partitioned,
+                                      write_ranges)
+from pipeline.minhash_report import EXAMPLES, SIM_BINS, Shown, removed_table, shown_entries
+from pipeline.shards import ShardWriter
+from pipeline.units import Unit, fetch_column
 from pipeline.task_results import save_task_result
-from pipeline.work_files import WORK, mapped_npy, save_npy
+from pipeline.work_files import WORK, load_arrow, mapped_npy, save_arrow, save_npy
 
 HASH_SPACE = 1 << 64
 
@@ -168,25 +173,31 @@ def candidates_task(rank: int, world_size: int, staging: str, doc_starts: list[i
         "histogram": [int(x) for x in hist]})
 
 
-def concatenate_candidates(staging: Path, parts: int, results: list[dict], dest: Path) -> None:
-    """The ranges' candidate files, end to end, as one (candidates, 3) array: int32 when
-    every document index fits, as the driver's mode writes it."""
-    total = sum(r["candidates"] for r in results)
-    small = max((r["max_doc"] for r in results), default=-1) < 2**31
-    dtype = np.int32 if small else np.int64
-    if total == 0:
-        save_npy(dest, np.zeros((0, 3), dtype))
+def concatenate(dest: Path, dtype, shape: tuple, files) -> None:
+    """The arrays in `files`, end to end, as one .npy of `shape` (its first axis their
+    rows), written through a map a file at a time: np.save's bytes, in bounded memory."""
+    if shape[0] == 0:
+        save_npy(dest, np.zeros(shape, dtype))
         return
     tmp = dest.with_name(dest.name + ".tmp.npy")
-    out = mapped_npy(tmp, dtype, (total, 3))
+    out = mapped_npy(tmp, dtype, shape)
     at = 0
-    for p in range(parts):
-        rows = np.load(staging / WORK / "cand" / f"{p:05d}.npy", mmap_mode="r")
+    for f in files:
+        rows = np.load(f, mmap_mode="r")
         out[at:at + len(rows)] = rows
         at += len(rows)
     out.flush()
     del out
     tmp.replace(dest)
+
+
+def concatenate_candidates(staging: Path, parts: int, results: list[dict], dest: Path) -> None:
+    """The ranges' candidate files, end to end, as one (candidates, 3) array: int32 when
+    every document index fits, as the driver's mode writes it."""
+    total = sum(r["candidates"] for r in results)
+    small = max((r["max_doc"] for r in results), default=-1) < 2**31
+    concatenate(dest, np.int32 if small else np.int64, (total, 3),
+                (staging / WORK / "cand" / f"{p:05d}.npy" for p in range(parts)))
 
 
 # --------------------------------------------------------------------------------------
@@ -243,15 +254,11 @@ def component_task(rank: int, world_size: int, staging: str, src: str, dst: str,
                    writers: int, step: str, offsets: list[int] | None = None) -> None:
     """Task `rank` of one step of a round: its partition of the edges, whether it is a
     star already, and the step's new edges written to the partitions that read them next
-    (step "roots": each leaf and its centre, the cluster's smallest index, sent to the
-    unit the leaf is in)."""
+    (step "roots": roots_of_partition)."""
     folder = _folder(staging, "components")
     edges = read_partition(folder / src, writers, rank)
     if step == "roots":
-        leaf, centre = components.roots(edges)
-        write_ranges(folder / dst, rank, leaf, np.array(offsets),
-                     **{"": np.column_stack([leaf, centre])})
-        save_task_result(staging, f"components-{dst}", rank, {"leaves": int(len(leaf))})
+        roots_of_partition(staging, rank, folder / dst, edges, offsets)
         return
     star = components.is_star_partition(edges)
     out = components.large_star(edges) if step == "large" else components.small_star(edges)
@@ -259,11 +266,10 @@ def component_task(rank: int, world_size: int, staging: str, src: str, dst: str,
     save_task_result(staging, f"components-{dst}", rank, {"star": star, "edges": int(len(out))})
 
 
-def cluster_in_tasks(run, found: Found) -> tuple[np.ndarray, np.ndarray]:
-    """minhash.clusters' removed documents (sorted) and the document each was merged into,
-    from rounds of tasks over the accepted candidates the candidates phase wrote, until
-    every partition is a star; read unit by unit (no array of every document)."""
-    folder = run.staging / WORK / "components"
+def cluster_in_tasks(run, found: Found) -> list[dict]:
+    """3.6's clusters from rounds of tasks over the accepted candidates the candidates
+    phase wrote, until every partition is a star; then each cluster whole, in the
+    partition of its smallest index (roots_of_partition). Returns the roots tasks' counts."""
     parts, staging = found.cluster_parts, str(run.staging)
     src, writers, r = "r0", found.ranges, 0
     while True:
@@ -279,9 +285,117 @@ def cluster_in_tasks(run, found: Found) -> tuple[np.ndarray, np.ndarray]:
     run.parallel("components-roots", component_task, tasks=parts, sized=False,
                  staging=staging, src=large, dst="roots", writers=parts, step="roots",
                  offsets=[int(x) for x in run.offsets])
-    out = [np.zeros((0, 2), np.int64)]
+    return run.results("components-roots", parts)
+
+
+def roots_of_partition(staging: str, rank: int, dst: Path, edges: np.ndarray,
+                       offsets: list[int]) -> None:
+    """The clusters whose centre (smallest index) is in this partition, whole: each
+    leaf with its centre and the cluster's size, sent to the unit of the centre; and for
+    the report, the number of clusters, their sizes and the largest ones' first members."""
+    centre, leaf = components.star_edges(edges)
+    first = np.flatnonzero(np.r_[True, centre[1:] != centre[:-1]]) if len(centre) else \
+        np.zeros(0, np.int64)
+    centres = centre[first]
+    sizes = np.diff(np.r_[first, len(centre)]) + 1
+    write_ranges(dst, rank, centre, np.array(offsets),
+                 **{"": np.column_stack([leaf, centre, np.repeat(sizes, sizes - 1)])})
+    top = np.lexsort((centres, -sizes))[:TOP_CLUSTERS]
+    size_values, counts = np.unique(sizes, return_counts=True)
+    save_task_result(staging, "components-roots", rank, {
+        "clusters": int(len(centres)), "removed": int(len(leaf)),
+        "sizes": {str(int(a)): int(b) for a, b in zip(size_values, counts)},
+        "largest": [[int(centres[i]), int(sizes[i]),
+                     [int(centres[i]), *leaf[first[i]:first[i] + min(2, sizes[i] - 1)].tolist()]]
+                    for i in top]})
+
+
+TOP_CLUSTERS = 5   # the report shows the five largest (pipeline.minhash_report)
+
+
+def merged_roots(results: list[dict]) -> tuple[int, int, dict, list]:
+    """The roots tasks' counts as one: (clusters, removed, {size: clusters} in order of
+    size, the largest clusters as (kept index, size, first members), ties by index)."""
+    sizes: dict[int, int] = {}
+    for r in results:
+        for k, v in r["sizes"].items():
+            sizes[int(k)] = sizes.get(int(k), 0) + v
+    largest = sorted((x for r in results for x in r["largest"]), key=lambda x: (-x[1], x[0]))
+    return (sum(r["clusters"] for r in results), sum(r["removed"] for r in results),
+            {str(k): sizes[k] for k in sorted(sizes)}, largest[:TOP_CLUSTERS])
+
+
+# --------------------------------------------------------------------------------------
+# Each removed document to its unit: the kept one's id and signature joined on the way
+# --------------------------------------------------------------------------------------
+
+def kept_side_task(rank: int, world_size: int, staging: str, units: list[dict],
+                   offsets: list[int], writers: int) -> None:
+    """Unit `rank`, for the clusters kept at one of its documents: the kept document's id
+    and signature, sent with each removed one to the removed one's unit."""
+    rec = read_partition(_folder(staging, "components") / "roots", writers, rank, "",
+                         np.zeros((0, 3), np.int64))
+    us = [Unit(**u) for u in units]
+    kept_ids = fetch_column(us, np.array(offsets), rec[:, 1], "id")
+    sig = np.load(_folder(staging, "sig") / f"{rank:05d}.npy", mmap_mode="r")
+    write_ranges(_folder(staging, "kept-side"), rank, rec[:, 0], np.array(offsets),
+                 table=pa.table({"kept_id": kept_ids}),
+                 **{"": rec, ".sig": np.asarray(sig[rec[:, 1] - offsets[rank]])})
+    save_task_result(staging, "kept-side", rank, {"rows": int(len(rec))})
+
+
+def removed_rows_task(rank: int, world_size: int, staging: str, units: list[dict],
+                      offsets: list[int], k: int) -> None:
+    """Unit `rank`'s removed documents, sorted: the rows the filter drops, and their rows
+    of report/removed.parquet (ids, similarity to the kept one, where both are)."""
+    folder = _folder(staging, "kept-side")
+    rec = read_partition(folder, world_size, rank, "", np.zeros((0, 3), np.int64))
+    sig_c = read_partition(folder, world_size, rank, ".sig", np.zeros((0, k), np.uint32))
+    kept_ids = read_table_partition(folder, world_size, rank)
+    order = np.argsort(rec[:, 0], kind="stable")
+    rec, sig_c = rec[order], sig_c[order]
+    sig = np.load(_folder(staging, "sig") / f"{rank:05d}.npy", mmap_mode="r")
+    matches = (np.asarray(sig[rec[:, 0] - offsets[rank]]) == sig_c).sum(axis=1)
+    us = [Unit(**u) for u in units]
+    ids = fetch_column(us, np.array(offsets), rec[:, 0], "id")
+    kid = (kept_ids.column("kept_id").take(from_numpy(order, pa.int64()))
+           if kept_ids is not None else ids.slice(0, 0))
+    table = removed_table(us, np.array(offsets), rec[:, 0], rec[:, 1], ids, kid, matches / k,
+                          rec[:, 2])
+    save_arrow(_folder(staging, "removed-rows") / f"{rank:05d}.arrow", table)
+    save_npy(_folder(staging, "removed-rows") / f"{rank:05d}.npy", rec[:, 0].copy())
+    save_task_result(staging, "removed-rows", rank, {"removed": int(len(rec))})
+
+
+def removed_in_tasks(run, roots_tasks: int) -> int:
+    """The removed documents, unit by unit (kept-side, then removed-rows), and
+    _work/removed.npy, their global rows end to end (a file the filter tasks map)."""
+    staging, offsets = str(run.staging), [int(x) for x in run.offsets]
+    run.parallel("kept-side", kept_side_task, sized=False, staging=staging,
+                 units=run.unit_dicts(), offsets=offsets, writers=roots_tasks)
+    run.parallel("removed-rows", removed_rows_task, sized=False, staging=staging,
+                 units=run.unit_dicts(), offsets=offsets, k=run.args.num_perm)
+    total = sum(r["removed"] for r in run.results("removed-rows"))
+    folder = run.staging / WORK / "removed-rows"
+    concatenate(run.staging / WORK / "removed.npy", np.int64, (total,),
+                (folder / f"{u:05d}.npy" for u in range(len(run.units))))
+    return total
+
+
+def report_rows_from_tasks(run, sigs, shown: Shown, sizes: dict) -> dict:
+    """minhash_report.report_rows from what the tasks left: report/removed.parquet
+    streamed unit by unit (the bytes of one write: pipeline.shards.ShardWriter), the first
+    removed documents from its head."""
+    rep = run.staging / "report"
+    rep.mkdir(exist_ok=True)
+    writer, head = None, []
     for u in range(len(run.units)):
-        lc = read_partition(folder / "roots", parts, u)
-        out.append(lc[np.argsort(lc[:, 0], kind="stable")])
-    lc = np.concatenate(out)
-    return lc[:, 0].copy(), lc[:, 1].copy()
+        part = load_arrow(run.staging / WORK / "removed-rows" / f"{u:05d}.arrow")
+        writer = writer or ShardWriter(rep / "removed.parquet", part.schema)
+        writer.write(part)
+        if sum(t.num_rows for t in head) < EXAMPLES:
+            head.append(part.slice(0, EXAMPLES))
+    if writer is not None:
+        writer.close()
+    first = pa.concat_tables(head).slice(0, EXAMPLES) if head else None
+    return shown_entries(sigs, shown, first, run.staging, sizes)

@@ -213,3 +213,23 @@ def test_a_run_killed_in_a_round_resumes_to_the_same_bytes(tmp_path):
     cp = run_script("dedup_minhash.py", *flags, "--output", out)
     assert "resuming in" in cp.stderr
     assert _data_files(out) == _data_files(tmp_path / "whole")
+
+
+def test_star_edges_give_every_cluster_whole_in_its_centres_partition():
+    rng = np.random.default_rng(3)
+    edges = rng.integers(0, 300, size=(250, 2))
+    root = union_find(300, edges)
+    shards = cc.split(cc.both_ways(edges), 4)
+    while not all(cc.is_star_partition(s) for s in shards):
+        for step in (cc.large_star, cc.small_star):
+            out = [cc.split(step(s), 4) for s in shards]
+            shards = [np.concatenate([o[q] for o in out]) for q in range(4)]
+    seen = {}
+    for q, s in enumerate(shards):
+        centre, leaf = cc.star_edges(s)
+        assert np.all(cc.partition_of(centre, 4) == q)
+        for c, l in zip(centre.tolist(), leaf.tolist()):
+            seen.setdefault(c, []).append(l)
+    removed = np.flatnonzero(root != np.arange(300))
+    assert sorted(x for v in seen.values() for x in v) == removed.tolist()
+    assert all(root[v].tolist() == [c] * len(v) and v == sorted(v) for c, v in seen.items())
