@@ -20,11 +20,28 @@ from algorithms.components import by_partition
 from pipeline.work_files import load_arrow, save_arrow, save_npy
 
 
+MOVED = {"read": 0, "written": 0}   # bytes this process's task read and wrote here
+
+
+def moved(reset: bool = True) -> dict:
+    """What the current task moved through exchange files so far (then zeroed)."""
+    out = dict(MOVED)
+    if reset:
+        MOVED.update(read=0, written=0)
+    return out
+
+
+def count(read: int = 0, written: int = 0) -> None:
+    MOVED["read"] += int(read)
+    MOVED["written"] += int(written)
+
+
 def write_partitioned(folder: Path, rank: int, edges: np.ndarray, parts: int) -> None:
     """Task `rank`'s edges, by the partition of their first node."""
     ordered, bounds = by_partition(edges, parts)
     save_npy(folder / f"{rank:05d}.bounds.npy", bounds)
     save_npy(folder / f"{rank:05d}.npy", ordered)
+    count(written=ordered.nbytes + bounds.nbytes)
 
 
 def read_partition(folder: Path, writers: int, rank: int, name: str = "",
@@ -37,6 +54,7 @@ def read_partition(folder: Path, writers: int, rank: int, name: str = "",
         if b[rank + 1] > b[rank]:
             a = np.load(folder / f"{w:05d}{name}.npy", mmap_mode="r")
             out.append(np.asarray(a[b[rank]:b[rank + 1]]))
+            count(read=out[-1].nbytes)
     return np.concatenate(out)
 
 
@@ -56,8 +74,10 @@ def write_ranges(folder: Path, rank: int, key: np.ndarray, starts: np.ndarray,
     bounds = np.searchsorted(part[order], np.arange(len(starts)))
     for name, a in arrays.items():
         save_npy(folder / f"{rank:05d}{name}.npy", a[order])
+        count(written=a.nbytes)
     if table is not None:
         save_arrow(folder / f"{rank:05d}.arrow", table.take(from_numpy(order, pa.int64())))
+        count(written=table.nbytes)
     save_npy(folder / f"{rank:05d}.bounds.npy", bounds)
 
 
@@ -68,4 +88,5 @@ def read_table_partition(folder: Path, writers: int, rank: int) -> pa.Table | No
         b = np.load(folder / f"{w:05d}.bounds.npy")
         if b[rank + 1] > b[rank]:
             out.append(load_arrow(folder / f"{w:05d}.arrow").slice(b[rank], b[rank + 1] - b[rank]))
+            count(read=out[-1].nbytes)
     return pa.concat_tables(out) if out else None

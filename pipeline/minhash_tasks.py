@@ -35,8 +35,8 @@ import pyarrow as pa
 
 from algorithms import components, minhash
 from algorithms.arrays import from_numpy
-from pipeline.component_files import (read_partition, read_table_partition, write_partitioned,
-                                      write_ranges)
+from pipeline.component_files import (count, moved, read_partition, read_table_partition,
+                                      write_partitioned, write_ranges)
 from pipeline.minhash_report import EXAMPLES, SIM_BINS, Shown, removed_table, shown_entries
 from pipeline.shards import ShardWriter
 from pipeline.units import Unit, fetch_column
@@ -48,6 +48,23 @@ HASH_SPACE = 1 << 64
 
 def _folder(staging: str, name: str) -> Path:
     return Path(staging) / WORK / name
+
+
+def _result(staging: str, phase: str, rank: int, result: dict) -> None:
+    """A task's result, with the bytes it read and wrote through the exchange files."""
+    save_task_result(staging, phase, rank, {**result, "moved": moved()})
+
+
+def run_phase(run, phase: str, fn, tasks: int | None = None, **kwargs) -> list[dict]:
+    """A phase of tasks on the executor; its results, in rank order. The bytes its tasks
+    moved go into the manifest beside its time and memory (resources.phases)."""
+    run.parallel(phase, fn, tasks=tasks, sized=False, **kwargs)
+    results = run.results(phase, tasks)
+    res = run.staged.resources.get(phase)
+    if res is not None:
+        for key in ("read", "written"):
+            res[f"bytes_{key}"] = sum(r["moved"][key] for r in results)
+    return results
 
 
 def ranges(n_items: int, parts: int) -> np.ndarray:
@@ -70,7 +87,8 @@ def band_order_task(rank: int, world_size: int, staging: str) -> None:
     out = _folder(staging, "border")
     save_npy(out / f"{rank:05d}.rows.npy", order.astype(np.uint32))
     save_npy(out / f"{rank:05d}.npy", np.take_along_axis(h, order, axis=1))
-    save_task_result(staging, "band-order", rank, {"docs": int(h.shape[1])})
+    count(read=h.nbytes, written=h.nbytes * 3 // 2)
+    _result(staging, "band-order", rank, {"docs": int(h.shape[1])})
 
 
 def bucket_range_task(rank: int, world_size: int, staging: str, offsets: list[int],
@@ -90,13 +108,14 @@ def bucket_range_task(rank: int, world_size: int, staging: str, offsets: list[in
             hs.append(np.asarray(sh[a:b]))
             rows = np.load(src / f"{u:05d}.rows.npy", mmap_mode="r")[band, a:b]
             docs.append(rows.astype(np.int64) + offsets[u])
+            count(read=12 * (b - a))
     h, d = np.concatenate(hs), np.concatenate(docs)
     order = np.argsort(h, kind="stable")           # units in order: ties stay in corpus order
     h, d = h[order], d[order]
     pairs = d[minhash.bucket_pairs(h)]
     write_ranges(_folder(staging, "buckets"), rank, pairs[:, 0], np.array(doc_starts),
                  **{"": pairs})
-    save_task_result(staging, "buckets", rank, {"pairs": int(len(pairs)), "hashes": int(len(h))})
+    _result(staging, "buckets", rank, {"pairs": int(len(pairs)), "hashes": int(len(h))})
 
 
 # --------------------------------------------------------------------------------------
@@ -111,6 +130,7 @@ def signature_range(staging: str, offsets: list[int], lo: int, hi: int) -> np.nd
         if b > a:
             s = np.load(_folder(staging, "sig") / f"{u:05d}.npy", mmap_mode="r")
             out.append(np.asarray(s[a - offsets[u]:b - offsets[u]]))
+            count(read=out[-1].nbytes)
     return np.concatenate(out) if out else np.zeros((0, 0), np.uint32)
 
 
@@ -126,7 +146,7 @@ def pairs_task(rank: int, world_size: int, staging: str, offsets: list[int], wri
     sig = signature_range(staging, offsets, lo, hi)
     write_ranges(_folder(staging, "join"), rank, e[:, 1], np.array(doc_starts),
                  **{"": e, ".sig": sig[e[:, 0] - lo] if len(e) else sig[:0]})
-    save_task_result(staging, "pairs", rank, {"candidates": int(len(e))})
+    _result(staging, "pairs", rank, {"candidates": int(len(e))})
 
 
 def verify_task(rank: int, world_size: int, staging: str, offsets: list[int], k: int,
@@ -142,7 +162,7 @@ def verify_task(rank: int, world_size: int, staging: str, offsets: list[int], k:
     rows = np.column_stack([e, m]).astype(np.int64)
     write_ranges(_folder(staging, "verified"), rank, e[:, 0], np.array(doc_starts),
                  **{"": rows})
-    save_task_result(staging, "verify", rank, {"compared": int(len(e))})
+    _result(staging, "verify", rank, {"compared": int(len(e))})
 
 
 def candidates_task(rank: int, world_size: int, staging: str, doc_starts: list[int],
@@ -157,17 +177,19 @@ def candidates_task(rank: int, world_size: int, staging: str, doc_starts: list[i
         first = mm[:, 0]
         a, b = np.searchsorted(first, [lo, hi])
         rows = np.asarray(mm[a:b], np.int64)
+        count(read=(b - a) * mm.itemsize * 3)
     else:
         rows = read_partition(_folder(staging, "verified"), world_size, rank, "",
                               np.zeros((0, 3), np.int64))
         rows = rows[np.lexsort((rows[:, 1], rows[:, 0]))]
     save_npy(_folder(staging, "cand") / f"{rank:05d}.npy", rows)
+    count(written=rows.nbytes)
     sims = rows[:, 2] / k
     ok = minhash.accepted(sims, threshold)
     write_partitioned(_folder(staging, "components") / "r0", rank,
                       components.both_ways(rows[ok, :2]), cluster_parts)
     hist = np.histogram(np.clip(sims, 0, 1), SIM_BINS)[0]   # zeros when there are none
-    save_task_result(staging, "candidates", rank, {
+    _result(staging, "candidates", rank, {
         "candidates": int(len(rows)), "rejected": int((~ok).sum()),
         "max_doc": int(rows[:, :2].max()) if len(rows) else -1,
         "histogram": [int(x) for x in hist]})
@@ -230,24 +252,24 @@ def candidates_in_tasks(run, kept: tuple[str | None, int]) -> Found:
     starts = [int(x) for x in ranges(n, n_ranges)]
     kept_path, band_pairs = kept
     if kept_path is None:
-        run.parallel("band-order", band_order_task, sized=False, staging=staging)
+        run_phase(run, "band-order", band_order_task, staging=staging)
         hash_ranges = parts_for(16 * n, a.task_mb)
         tasks = a.bands * hash_ranges
-        run.parallel("buckets", bucket_range_task, tasks=tasks, sized=False, staging=staging,
-                     offsets=offsets, hash_ranges=hash_ranges, doc_starts=starts)
-        band_pairs = sum(r["pairs"] for r in run.results("buckets", tasks))
-        run.parallel("pairs", pairs_task, tasks=n_ranges, sized=False, staging=staging,
-                     offsets=offsets, writers=tasks, doc_starts=starts)
-        unique = sum(r["candidates"] for r in run.results("pairs", n_ranges))
-        run.parallel("verify", verify_task, tasks=n_ranges, sized=False, staging=staging,
-                     offsets=offsets, k=a.num_perm, doc_starts=starts)
+        band_pairs = sum(r["pairs"] for r in run_phase(
+            run, "buckets", bucket_range_task, tasks, staging=staging, offsets=offsets,
+            hash_ranges=hash_ranges, doc_starts=starts))
+        unique = sum(r["candidates"] for r in run_phase(
+            run, "pairs", pairs_task, n_ranges, staging=staging, offsets=offsets,
+            writers=tasks, doc_starts=starts))
+        run_phase(run, "verify", verify_task, n_ranges, staging=staging, offsets=offsets,
+                  k=a.num_perm, doc_starts=starts)
     else:
         unique = int(np.load(kept_path, mmap_mode="r").shape[0])
     cluster_parts = parts_for(32 * unique, a.task_mb)
-    run.parallel("candidates", candidates_task, tasks=n_ranges, sized=False, staging=staging,
-                 doc_starts=starts, k=a.num_perm, threshold=a.threshold,
-                 cluster_parts=cluster_parts, kept=kept_path)
-    return Found(band_pairs, run.results("candidates", n_ranges), n_ranges, cluster_parts)
+    results = run_phase(run, "candidates", candidates_task, n_ranges, staging=staging,
+                        doc_starts=starts, k=a.num_perm, threshold=a.threshold,
+                        cluster_parts=cluster_parts, kept=kept_path)
+    return Found(band_pairs, results, n_ranges, cluster_parts)
 
 
 def component_task(rank: int, world_size: int, staging: str, src: str, dst: str,
@@ -263,7 +285,7 @@ def component_task(rank: int, world_size: int, staging: str, src: str, dst: str,
     star = components.is_star_partition(edges)
     out = components.large_star(edges) if step == "large" else components.small_star(edges)
     write_partitioned(folder / dst, rank, out, world_size)
-    save_task_result(staging, f"components-{dst}", rank, {"star": star, "edges": int(len(out))})
+    _result(staging, f"components-{dst}", rank, {"star": star, "edges": int(len(out))})
 
 
 def cluster_in_tasks(run, found: Found) -> list[dict]:
@@ -274,18 +296,17 @@ def cluster_in_tasks(run, found: Found) -> list[dict]:
     src, writers, r = "r0", found.ranges, 0
     while True:
         large = f"r{r}large"
-        run.parallel(f"components-{large}", component_task, tasks=parts, sized=False,
-                     staging=staging, src=src, dst=large, writers=writers, step="large")
-        if all(x["star"] for x in run.results(f"components-{large}", parts)):
+        if all(x["star"] for x in run_phase(run, f"components-{large}", component_task, parts,
+                                            staging=staging, src=src, dst=large,
+                                            writers=writers, step="large")):
             break   # large-star leaves a star as it is: its output is the answer
         r += 1
-        run.parallel(f"components-r{r}", component_task, tasks=parts, sized=False,
-                     staging=staging, src=large, dst=f"r{r}", writers=parts, step="small")
+        run_phase(run, f"components-r{r}", component_task, parts, staging=staging, src=large,
+                  dst=f"r{r}", writers=parts, step="small")
         src, writers = f"r{r}", parts
-    run.parallel("components-roots", component_task, tasks=parts, sized=False,
-                 staging=staging, src=large, dst="roots", writers=parts, step="roots",
-                 offsets=[int(x) for x in run.offsets])
-    return run.results("components-roots", parts)
+    return run_phase(run, "components-roots", component_task, parts, staging=staging,
+                     src=large, dst="roots", writers=parts, step="roots",
+                     offsets=[int(x) for x in run.offsets])
 
 
 def roots_of_partition(staging: str, rank: int, dst: Path, edges: np.ndarray,
@@ -302,7 +323,7 @@ def roots_of_partition(staging: str, rank: int, dst: Path, edges: np.ndarray,
                  **{"": np.column_stack([leaf, centre, np.repeat(sizes, sizes - 1)])})
     top = np.lexsort((centres, -sizes))[:TOP_CLUSTERS]
     size_values, counts = np.unique(sizes, return_counts=True)
-    save_task_result(staging, "components-roots", rank, {
+    _result(staging, "components-roots", rank, {
         "clusters": int(len(centres)), "removed": int(len(leaf)),
         "sizes": {str(int(a)): int(b) for a, b in zip(size_values, counts)},
         "largest": [[int(centres[i]), int(sizes[i]),
@@ -338,10 +359,11 @@ def kept_side_task(rank: int, world_size: int, staging: str, units: list[dict],
     us = [Unit(**u) for u in units]
     kept_ids = fetch_column(us, np.array(offsets), rec[:, 1], "id")
     sig = np.load(_folder(staging, "sig") / f"{rank:05d}.npy", mmap_mode="r")
+    count(read=len(rec) * sig.shape[1] * 4)
     write_ranges(_folder(staging, "kept-side"), rank, rec[:, 0], np.array(offsets),
                  table=pa.table({"kept_id": kept_ids}),
                  **{"": rec, ".sig": np.asarray(sig[rec[:, 1] - offsets[rank]])})
-    save_task_result(staging, "kept-side", rank, {"rows": int(len(rec))})
+    _result(staging, "kept-side", rank, {"rows": int(len(rec))})
 
 
 def removed_rows_task(rank: int, world_size: int, staging: str, units: list[dict],
@@ -364,18 +386,19 @@ def removed_rows_task(rank: int, world_size: int, staging: str, units: list[dict
                           rec[:, 2])
     save_arrow(_folder(staging, "removed-rows") / f"{rank:05d}.arrow", table)
     save_npy(_folder(staging, "removed-rows") / f"{rank:05d}.npy", rec[:, 0].copy())
-    save_task_result(staging, "removed-rows", rank, {"removed": int(len(rec))})
+    count(read=len(rec) * k * 4, written=table.nbytes + 8 * len(rec))
+    _result(staging, "removed-rows", rank, {"removed": int(len(rec))})
 
 
 def removed_in_tasks(run, roots_tasks: int) -> int:
     """The removed documents, unit by unit (kept-side, then removed-rows), and
     _work/removed.npy, their global rows end to end (a file the filter tasks map)."""
     staging, offsets = str(run.staging), [int(x) for x in run.offsets]
-    run.parallel("kept-side", kept_side_task, sized=False, staging=staging,
-                 units=run.unit_dicts(), offsets=offsets, writers=roots_tasks)
-    run.parallel("removed-rows", removed_rows_task, sized=False, staging=staging,
-                 units=run.unit_dicts(), offsets=offsets, k=run.args.num_perm)
-    total = sum(r["removed"] for r in run.results("removed-rows"))
+    run_phase(run, "kept-side", kept_side_task, staging=staging, units=run.unit_dicts(),
+              offsets=offsets, writers=roots_tasks)
+    total = sum(r["removed"] for r in run_phase(
+        run, "removed-rows", removed_rows_task, staging=staging, units=run.unit_dicts(),
+        offsets=offsets, k=run.args.num_perm))
     folder = run.staging / WORK / "removed-rows"
     concatenate(run.staging / WORK / "removed.npy", np.int64, (total,),
                 (folder / f"{u:05d}.npy" for u in range(len(run.units))))
