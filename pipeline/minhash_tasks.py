@@ -28,6 +28,7 @@ slices of that kept file.
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -35,8 +36,8 @@ import pyarrow as pa
 
 from algorithms import components, minhash
 from algorithms.arrays import from_numpy
-from pipeline.component_files import (count, moved, read_partition, read_table_partition,
-                                      write_partitioned, write_ranges)
+from pipeline.component_files import (count, moved, range_of, read_partition,
+                                      read_table_partition, write_partitioned, write_ranges)
 from pipeline.minhash_report import EXAMPLES, SIM_BINS, Shown, removed_table, shown_entries
 from pipeline.shards import ShardWriter
 from pipeline.units import Unit, fetch_column
@@ -55,11 +56,16 @@ def _result(staging: str, phase: str, rank: int, result: dict) -> None:
     save_task_result(staging, phase, rank, {**result, "moved": moved()})
 
 
-def run_phase(run, phase: str, fn, tasks: int | None = None, **kwargs) -> list[dict]:
+def run_phase(run, phase: str, fn, tasks: int | None = None, drop: tuple[str, ...] = (),
+              **kwargs) -> list[dict]:
     """A phase of tasks on the executor; its results, in rank order. The bytes its tasks
-    moved go into the manifest beside its time and memory (resources.phases)."""
+    moved go into the manifest beside its time and memory (resources.phases). drop: the
+    exchange folders only this phase read, deleted once it is done (a resumed run skips a
+    finished phase), so the disk holds about two steps' files at a time, not all of them."""
     run.parallel(phase, fn, tasks=tasks, sized=False, **kwargs)
     results = run.results(phase, tasks)
+    for name in drop:
+        shutil.rmtree(run.staging / WORK / name, ignore_errors=True)
     res = run.staged.resources.get(phase)
     if res is not None:
         for key in ("read", "written"):
@@ -136,29 +142,36 @@ def signature_range(staging: str, offsets: list[int], lo: int, hi: int) -> np.nd
 
 def pairs_task(rank: int, world_size: int, staging: str, offsets: list[int], writers: int,
                doc_starts: list[int]) -> None:
-    """Range `rank`: its candidates from every bucket task, each once, sorted; each sent
-    with the signature of its first document to the range of its second."""
+    """Range `rank`: its candidates from every bucket task, each once, sorted, sent to the
+    range of their second document; with them, the signature of each first document
+    once per range it has candidates in (not once per candidate)."""
     e = read_partition(_folder(staging, "buckets"), writers, rank)
     if len(e):
         e = e[np.lexsort((e[:, 1], e[:, 0]))]
         e = e[np.r_[True, (e[1:] != e[:-1]).any(axis=1)]]
     lo, hi = doc_starts[rank], doc_starts[rank + 1]
+    starts = np.array(doc_starts)
+    write_ranges(_folder(staging, "join"), rank, e[:, 1], starts, **{"": e})
+    q = range_of(e[:, 1], starts)
+    qa = np.unique(np.column_stack([q, e[:, 0]]), axis=0) if len(e) else np.zeros((0, 2), np.int64)
     sig = signature_range(staging, offsets, lo, hi)
-    write_ranges(_folder(staging, "join"), rank, e[:, 1], np.array(doc_starts),
-                 **{"": e, ".sig": sig[e[:, 0] - lo] if len(e) else sig[:0]})
-    _result(staging, "pairs", rank, {"candidates": int(len(e))})
+    write_ranges(_folder(staging, "join-sig"), rank, starts[qa[:, 0]], starts,
+                 **{"": qa[:, 1].copy(), ".sig": sig[qa[:, 1] - lo] if len(qa) else sig[:0]})
+    _result(staging, "pairs", rank, {"candidates": int(len(e)), "shipped": int(len(qa))})
 
 
 def verify_task(rank: int, world_size: int, staging: str, offsets: list[int], k: int,
                 doc_starts: list[int]) -> None:
     """Range `rank`: the signatures sent with its candidates against its own; each
     candidate's matching positions, sent back to the range of its first document."""
-    folder = _folder(staging, "join")
-    e = read_partition(folder, world_size, rank)
+    e = read_partition(_folder(staging, "join"), world_size, rank)
+    folder = _folder(staging, "join-sig")
+    firsts = read_partition(folder, world_size, rank, "", np.zeros(0, np.int64))  # sorted
     sig_a = read_partition(folder, world_size, rank, ".sig", np.zeros((0, k), np.uint32))
     lo, hi = doc_starts[rank], doc_starts[rank + 1]
     sig = signature_range(staging, offsets, lo, hi)
-    m = (sig_a == sig[e[:, 1] - lo]).sum(axis=1) if len(e) else np.zeros(0, np.int64)
+    m = ((sig_a[np.searchsorted(firsts, e[:, 0])] == sig[e[:, 1] - lo]).sum(axis=1)
+         if len(e) else np.zeros(0, np.int64))
     rows = np.column_stack([e, m]).astype(np.int64)
     write_ranges(_folder(staging, "verified"), rank, e[:, 0], np.array(doc_starts),
                  **{"": rows})
@@ -256,19 +269,19 @@ def candidates_in_tasks(run, kept: tuple[str | None, int]) -> Found:
         hash_ranges = parts_for(16 * n, a.task_mb)
         tasks = a.bands * hash_ranges
         band_pairs = sum(r["pairs"] for r in run_phase(
-            run, "buckets", bucket_range_task, tasks, staging=staging, offsets=offsets,
-            hash_ranges=hash_ranges, doc_starts=starts))
+            run, "buckets", bucket_range_task, tasks, ("border",), staging=staging,
+            offsets=offsets, hash_ranges=hash_ranges, doc_starts=starts))
         unique = sum(r["candidates"] for r in run_phase(
-            run, "pairs", pairs_task, n_ranges, staging=staging, offsets=offsets,
-            writers=tasks, doc_starts=starts))
-        run_phase(run, "verify", verify_task, n_ranges, staging=staging, offsets=offsets,
-                  k=a.num_perm, doc_starts=starts)
+            run, "pairs", pairs_task, n_ranges, ("buckets",), staging=staging,
+            offsets=offsets, writers=tasks, doc_starts=starts))
+        run_phase(run, "verify", verify_task, n_ranges, ("join", "join-sig"), staging=staging,
+                  offsets=offsets, k=a.num_perm, doc_starts=starts)
     else:
         unique = int(np.load(kept_path, mmap_mode="r").shape[0])
     cluster_parts = parts_for(32 * unique, a.task_mb)
-    results = run_phase(run, "candidates", candidates_task, n_ranges, staging=staging,
-                        doc_starts=starts, k=a.num_perm, threshold=a.threshold,
-                        cluster_parts=cluster_parts, kept=kept_path)
+    results = run_phase(run, "candidates", candidates_task, n_ranges, ("verified",),
+                        staging=staging, doc_starts=starts, k=a.num_perm,
+                        threshold=a.threshold, cluster_parts=cluster_parts, kept=kept_path)
     return Found(band_pairs, results, n_ranges, cluster_parts)
 
 
@@ -297,14 +310,15 @@ def cluster_in_tasks(run, found: Found) -> list[dict]:
     while True:
         large = f"r{r}large"
         if all(x["star"] for x in run_phase(run, f"components-{large}", component_task, parts,
-                                            staging=staging, src=src, dst=large,
-                                            writers=writers, step="large")):
+                                            (f"components/{src}",), staging=staging, src=src,
+                                            dst=large, writers=writers, step="large")):
             break   # large-star leaves a star as it is: its output is the answer
         r += 1
-        run_phase(run, f"components-r{r}", component_task, parts, staging=staging, src=large,
-                  dst=f"r{r}", writers=parts, step="small")
+        run_phase(run, f"components-r{r}", component_task, parts, (f"components/{large}",),
+                  staging=staging, src=large, dst=f"r{r}", writers=parts, step="small")
         src, writers = f"r{r}", parts
-    return run_phase(run, "components-roots", component_task, parts, staging=staging,
+    return run_phase(run, "components-roots", component_task, parts, (f"components/{large}",),
+                     staging=staging,
                      src=large, dst="roots", writers=parts, step="roots",
                      offsets=[int(x) for x in run.offsets])
 
@@ -394,10 +408,11 @@ def removed_in_tasks(run, roots_tasks: int) -> int:
     """The removed documents, unit by unit (kept-side, then removed-rows), and
     _work/removed.npy, their global rows end to end (a file the filter tasks map)."""
     staging, offsets = str(run.staging), [int(x) for x in run.offsets]
-    run_phase(run, "kept-side", kept_side_task, staging=staging, units=run.unit_dicts(),
-              offsets=offsets, writers=roots_tasks)
+    run_phase(run, "kept-side", kept_side_task, None, ("components",), staging=staging,
+              units=run.unit_dicts(), offsets=offsets, writers=roots_tasks)
     total = sum(r["removed"] for r in run_phase(
-        run, "removed-rows", removed_rows_task, staging=staging, units=run.unit_dicts(),
+        run, "removed-rows", removed_rows_task, None, ("kept-side",), staging=staging,
+        units=run.unit_dicts(),
         offsets=offsets, k=run.args.num_perm))
     folder = run.staging / WORK / "removed-rows"
     concatenate(run.staging / WORK / "removed.npy", np.int64, (total,),
