@@ -16,7 +16,7 @@ KERNELS := algorithms/__pycache__/.compiled-kernels
 # test processes (pytest-xdist); CI has 2 cores
 TEST_WORKERS ?= 2
 
-.PHONY: demo test bench bench-scale bench-corpus install clean-data
+.PHONY: demo test bench bench-scale bench-dedup-scale bench-corpus install clean-data
 
 install: $(KERNELS)
 
@@ -64,6 +64,11 @@ bench: bench-corpus
 
 bench-scale: bench-corpus
 	$(PY) bench/scale.py
+
+# near-dedup past one machine on synthetic corpora of 1M, 10M and 100M documents (no
+# corpus needed; about 30 GB of disk at 100M): docs/benchmarks.md
+bench-dedup-scale: $(BENCH_STAMP) $(KERNELS)
+	$(PY) bench/bench_dedup_scale.py
 
 clean-data:
 	rm -rf data/raw data/cleaned data/dedup_exact data/dedup data/tokenizer data/figures \

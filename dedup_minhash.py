@@ -164,7 +164,7 @@ def run(run: Run) -> Output:
     # 3.5 (candidates, verified) and 3.6 (clusters): here, or as phases of tasks
     done = in_driver(run, sigs) if mode == "driver" else in_tasks(run, sigs)
 
-    records = filter_phase(run, "removed.npy", pick=done.picks)
+    records = filter_phase(run, done.drop, pick=done.picks)
     counts = {
         "docs_in": run.total_docs, "docs_out": sum(r["rows"] for r in records),
         "bytes_in": sum(r["bytes"] for r in sig_results),
@@ -195,7 +195,7 @@ def run(run: Run) -> Output:
 
 class Done(NamedTuple):
     """What 3.5 and 3.6 leave for the filter and the report (_work/removed.npy: the
-    removed documents' sorted global rows)."""
+    removed documents' sorted global rows; drop: where the filter reads them)."""
     band_pairs: int
     candidates: int
     rejected: int
@@ -204,6 +204,7 @@ class Done(NamedTuple):
     clusters: int
     picks: dict            # the rows whose id and text the filter tasks keep for the report
     report_rows: Callable[[], dict]
+    drop: str              # removed.npy, or a folder of one file a unit (filter_phase)
 
 
 def in_driver(run: Run, sigs: Signatures) -> Done:
@@ -226,7 +227,7 @@ def in_driver(run: Run, sigs: Signatures) -> Done:
     return Done(band_pairs, len(pairs), int((~ok).sum()), similarity_histogram(sims),
                 len(removed), len(np.unique(kept_of)), report_picks(shown, removed, kept_of),
                 lambda: report_rows(run.units, run.offsets, sigs, removed, kept_of,
-                                    removed_sims, shown, run.staging))
+                                    removed_sims, shown, run.staging), "removed.npy")
 
 
 def in_tasks(run: Run, sigs: Signatures) -> Done:
@@ -246,7 +247,7 @@ def in_tasks(run: Run, sigs: Signatures) -> Done:
                                   first]).astype(np.int64))
     return Done(found.band_pairs, found.candidates, found.rejected, found.histogram, removed,
                 clusters, {"id": shown.rows, "text": shown.rows},
-                lambda: report_rows_from_tasks(run, sigs, shown, sizes))
+                lambda: report_rows_from_tasks(run, sigs, shown, sizes), "removed-rows")
 
 
 def after_commit(run: Run) -> None:

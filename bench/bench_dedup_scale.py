@@ -8,12 +8,12 @@ the bytes each phase moves, and a projection to 1B and 10B documents on a cluste
 
 The corpus is generated a shard per process, from each document's index alone (no
 download, nothing shared between the processes), 100 lowercase letters a document:
-  - 70% singletons: random letters;
-  - 20% in clusters of power-law sizes: a document's cluster is floor(C u^2) for a
-    uniform u (the first clusters draw far more members: about 0.2 sqrt(20 N) for the
-    largest), C = N/20; each member is the cluster's text, half of them with one letter
-    changed;
-  - 10% in long chains (A~B~C..., the ends far apart, the worst case for the rounds): a
+  - 85% singletons: random letters;
+  - 10% (--clustered) in clusters of power-law sizes: a document's cluster is
+    floor(C u^2) for a uniform u (the first clusters draw far more members, the largest
+    about 0.1 sqrt(40 N)), C = N/40; each member is the cluster's text, half of them with
+    one letter changed;
+  - 5% (--chained) in long chains (A~B~C..., the ends far apart, the worst case for the rounds): a
     member is the window of 100 letters at a random even offset of its chain's random
     string (chains of 50,000 members over 25,000 offsets), so a document is a near
     duplicate of the ones a few offsets away and of nothing at the far end.
@@ -31,8 +31,11 @@ its own (time, peak RSS, and that it removes as many documents), up to --anchor-
 The projection to 1B and 10B documents of 4 KB (--project-kb) on 64, 640 and 1,280 cores:
 each phase's task CPU per document at the largest size measured, times the documents,
 over the cores; the signatures at the rate of the real-text benchmark (--sig-mb-per-core,
-docs/benchmarks.md); the filter at --filter-mb-per-core; bytes moved over a shared file
-system of --fs-gbps; rounds grown by log2 of the size. Results: bench/results/dedup_scale.{md,json}.
+docs/benchmarks.md); the filter at --filter-mb-per-core; bytes moved (the exchange files
+as measured, the text read twice and written once, the signatures and band hashes
+written) over a shared file system of --fs-gbps; --phase-overhead-s to start and end each phase; rounds grown by log2
+of the size; CPU, transfers and phase starts added, not overlapped (an upper bound).
+Results: bench/results/dedup_scale.{md,json}.
 """
 
 from __future__ import annotations
@@ -81,14 +84,17 @@ def letters(keys: np.ndarray, salt: int) -> np.ndarray:
             % np.uint64(LETTERS)).astype(np.uint8)
 
 
-def texts_of(g: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
+def texts_of(g: np.ndarray, n_docs: int, clustered: float = 0.2,
+             chained: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
     """The letters of documents g (rows x DOC_CHARS, as codes 0..25) and their role
-    (0 singleton, 1 cluster member, 2 chain member)."""
+    (0 singleton, 1 cluster member, 2 chain member): a share `clustered` of the corpus in
+    clusters (4 documents each on average), `chained` in chains."""
     role_u = uniform(g, 1)
-    role = np.where(role_u < 0.7, 0, np.where(role_u < 0.9, 1, 2))
+    role = np.where(role_u < 1 - clustered - chained, 0,
+                    np.where(role_u < 1 - chained, 1, 2))
     out = letters(g, 2)                                   # singletons: their own letters
-    n_clusters = max(1, n_docs // 20)
-    n_chains = max(1, round(n_docs * 0.1 / CHAIN_MEMBERS))
+    n_clusters = max(1, round(n_docs * clustered / 4))
+    n_chains = max(1, round(n_docs * chained / CHAIN_MEMBERS))
     sel = np.flatnonzero(role == 1)
     if len(sel):
         c = np.floor(n_clusters * uniform(g[sel], 3) ** 2).astype(np.uint64)
@@ -110,16 +116,16 @@ def texts_of(g: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
     return out, role
 
 
-def write_shard(args: tuple[int, int, int, str]) -> None:
+def write_shard(args: tuple) -> None:
     """Shard of documents lo..hi-1 of an n_docs corpus, as parquet (id, text)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    lo, hi, n_docs, path = args
+    lo, hi, n_docs, path, clustered, chained = args
     writer = None
     for s in range(lo, hi, 200_000):
         g = np.arange(s, min(hi, s + 200_000), dtype=np.uint64)
-        codes, _ = texts_of(g, n_docs)
+        codes, _ = texts_of(g, n_docs, clustered, chained)
         data = (codes + ord("a")).astype(np.uint8).tobytes()
         n = len(g)
         offs = pa.py_buffer(np.arange(0, (n + 1) * DOC_CHARS, DOC_CHARS, dtype=np.int32).tobytes())
@@ -136,12 +142,13 @@ def write_shard(args: tuple[int, int, int, str]) -> None:
     os.replace(path + ".tmp", path)
 
 
-def make_corpus(folder: Path, n_docs: int, workers: int) -> float:
+def make_corpus(folder: Path, n_docs: int, workers: int, clustered: float,
+                chained: float) -> float:
     from concurrent.futures import ProcessPoolExecutor
 
     folder.mkdir(parents=True, exist_ok=True)
-    jobs = [(lo, min(n_docs, lo + SHARD_DOCS), n_docs, str(folder / f"{i:05d}.parquet"))
-            for i, lo in enumerate(range(0, n_docs, SHARD_DOCS))]
+    jobs = [(lo, min(n_docs, lo + SHARD_DOCS), n_docs, str(folder / f"{i:05d}.parquet"),
+             clustered, chained) for i, lo in enumerate(range(0, n_docs, SHARD_DOCS))]
     t0 = time.time()
     with ProcessPoolExecutor(workers) as pool:
         list(pool.map(write_shard, jobs))
@@ -228,7 +235,7 @@ def one_size(n_docs: int, base: Path, a) -> dict:
     folder = base / f"n{n_docs}"
     shutil.rmtree(folder, ignore_errors=True)
     with DiskPeak(base) as disk:
-        gen_s = make_corpus(folder / "src", n_docs, a.workers)
+        gen_s = make_corpus(folder / "src", n_docs, a.workers, a.clustered, a.chained)
         dl_wall, _, _ = timed([sys.executable, "download_data.py", "--input",
                                str(folder / "src"), "--output", str(folder / "raw"),
                                "--workers", str(a.workers)])
@@ -289,13 +296,20 @@ def projection(row: dict, a) -> list[dict]:
             filt = text / (a.filter_mb_per_core * 1e6 * cores)
             cpu = sum(c * docs * (grow if g == "components" else 1)
                       for g, c in per_doc_cpu.items()) / cores
-            moved = sum(b * docs * (grow if g == "components" else 1)
-                        for g, b in per_doc_bytes.items())
+            # the exchange files, as measured; and the text, read by the signatures and by
+            # the filter and written by it, with the signatures and band hashes written
+            moved = (sum(b * docs * (grow if g == "components" else 1)
+                         for g, b in per_doc_bytes.items())
+                     + 3 * text + docs * (4 * a.num_perm + 8 * a.bands))
             io = moved / (a.fs_gbps * 1e9)
-            total = sig + filt + max(cpu, io)
+            phases = len(row["phases"]) + (grow - 1) * 2 * row["rounds"]
+            overhead = phases * a.phase_overhead_s
+            total = sig + filt + cpu + io + overhead   # no overlap assumed: an upper bound
             out.append({"docs": docs, "cores": cores, "signatures_min": sig / 60,
                         "phases_cpu_min": cpu / 60, "moved_tb": moved / 1e12,
-                        "moved_min": io / 60, "filter_min": filt / 60, "total_min": total / 60})
+                        "moved_min": io / 60, "filter_min": filt / 60,
+                        "phases": round(phases), "overhead_min": overhead / 60,
+                        "total_min": total / 60})
     return out
 
 
@@ -336,23 +350,33 @@ def markdown(rows: list[dict], proj: list[dict], a) -> str:
                          f"{same} |")
     lines += ["", f"Projection ({a.project_kb:g} KB a document; signatures at "
               f"{a.sig_mb_per_core:g} MB/s a core, the filter at {a.filter_mb_per_core:g}; "
-              f"a shared file system of {a.fs_gbps:g} GB/s; from the {big['docs']:,}-document "
-              "run):", "",
+              f"a shared file system of {a.fs_gbps:g} GB/s; {a.phase_overhead_s:g} s to start "
+              f"and end a phase; from the {big['docs']:,}-document run; no overlap of CPU, "
+              "transfers and phase starts):", "",
               "| documents | cores | signatures min | other phases min (CPU) | moved TB | "
-              "moved min | filter min | total min |", "|---|---|---|---|---|---|---|---|"]
+              "moved min | phases | their starts min | filter min | total min |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for p in proj:
         lines.append(f"| {p['docs']:.0e} | {p['cores']:,} | {p['signatures_min']:.1f} | "
                      f"{p['phases_cpu_min']:.1f} | {p['moved_tb']:.2f} | {p['moved_min']:.1f} | "
-                     f"{p['filter_min']:.1f} | {p['total_min']:.1f} |")
+                     f"{p['phases']} | {p['overhead_min']:.1f} | {p['filter_min']:.1f} | "
+                     f"{p['total_min']:.1f} |")
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--docs", default="1e6,1e7,1e8")
-    p.add_argument("--num-perm", type=int, default=32)
-    p.add_argument("--bands", type=int, default=8)
+    # k=16 by default: 100M signatures at the tutorial's k=128 are 51 GB, more than the disk
+    # of the machine the published figures come from; --num-perm 128 --bands 16 --rows 8
+    # for the tutorial's settings
+    p.add_argument("--num-perm", type=int, default=16)
+    p.add_argument("--bands", type=int, default=4)
     p.add_argument("--rows", type=int, default=4)
+    p.add_argument("--clustered", type=float, default=0.10,
+                   help="share of documents in planted clusters (default 0.10)")
+    p.add_argument("--chained", type=float, default=0.05,
+                   help="share of documents in planted chains (default 0.05)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     p.add_argument("--task-mb", type=float, default=None)
     p.add_argument("--anchor-max", type=float, default=1e7,
@@ -363,10 +387,27 @@ def main(argv=None) -> int:
     # of their tasks in its manifest): docs/stages/dedup.md
     p.add_argument("--sig-mb-per-core", type=float, default=56.0)
     p.add_argument("--filter-mb-per-core", type=float, default=118.0)
-    p.add_argument("--fs-gbps", type=float, default=10.0)
+    p.add_argument("--fs-gbps", type=float, default=10.0,
+                   help="aggregate bandwidth of the shared file system, GB/s (default 10)")
+    p.add_argument("--phase-overhead-s", type=float, default=5.0,
+                   help="seconds the executor takes to start and end a phase (default 5)")
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "dedup_scale"))
-    p.add_argument("--quick", action="store_true", help="a smoke run: no anchors' limits")
+    p.add_argument("--again", metavar="JSON", default=None,
+                   help="measure nothing: the tables and projection again from the rows of an "
+                        "earlier run's JSON (its settings), with this run's assumptions")
     a = p.parse_args(argv)
+    if a.again:
+        old = json.loads(Path(a.again).read_text())
+        for key in ("num_perm", "bands", "rows", "workers"):
+            setattr(a, key, old["args"][key])
+        proj = projection(old["rows"][-1], a)
+        md = markdown(old["rows"], proj, a)
+        Path(a.out + ".json").write_text(json.dumps({**old, "projection": proj,
+                                                     "args": {**old["args"], **vars(a)}},
+                                                    indent=1))
+        Path(a.out + ".md").write_text(md)
+        print(md)
+        return 0
     sizes = [int(float(x)) for x in a.docs.split(",")]
     base = Path(a.work)
     base.mkdir(parents=True, exist_ok=True)

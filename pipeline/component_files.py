@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from algorithms.arrays import from_numpy
 from algorithms.components import by_partition
-from pipeline.work_files import load_arrow, save_arrow, save_npy
+from pipeline.work_files import load_arrow, mapped_npy, save_arrow, save_npy
 
 
 MOVED = {"read": 0, "written": 0}   # bytes this process's task read and wrote here
@@ -44,17 +44,44 @@ def write_partitioned(folder: Path, rank: int, edges: np.ndarray, parts: int) ->
     count(written=ordered.nbytes + bounds.nbytes)
 
 
+def gather_bounds(folder: Path, writers: int) -> None:
+    """After a step: every writer's bounds in one file, a row a partition (the driver,
+    a block of writers at a time), so that a reader opens one file for them, not one a
+    writer: with W writers and R readers, R opens instead of R x W."""
+    if writers == 0 or not (folder / "00000.bounds.npy").exists():
+        return
+    parts = len(np.load(folder / "00000.bounds.npy"))
+    tmp = folder / "bounds.tmp.npy"
+    out = mapped_npy(tmp, np.int64, (parts, writers))
+    block = max(1, (1 << 24) // parts)
+    for w0 in range(0, writers, block):
+        ws = range(w0, min(writers, w0 + block))
+        out[:, ws.start:ws.stop] = np.stack([np.load(folder / f"{w:05d}.bounds.npy")
+                                             for w in ws], axis=1)
+    out.flush()
+    del out
+    tmp.replace(folder / "bounds.npy")
+
+
+def _bounds(folder: Path, writers: int, rank: int) -> np.ndarray:
+    """(2, writers): where partition `rank`'s slice of each writer's file starts and ends."""
+    gathered = folder / "bounds.npy"
+    if gathered.exists():
+        return np.array(np.load(gathered, mmap_mode="r")[rank:rank + 2])
+    return np.stack([np.load(folder / f"{w:05d}.bounds.npy")[rank:rank + 2]
+                     for w in range(writers)], axis=1).reshape(2, writers)
+
+
 def read_partition(folder: Path, writers: int, rank: int, name: str = "",
                    empty: np.ndarray | None = None) -> np.ndarray:
     """Partition `rank`'s slice of the files the `writers` tasks of a step wrote (name:
     which of each task's arrays; empty: its shape when nobody wrote a row)."""
     out = [np.zeros((0, 2), np.int64) if empty is None else empty]
-    for w in range(writers):
-        b = np.load(folder / f"{w:05d}.bounds.npy")
-        if b[rank + 1] > b[rank]:
-            a = np.load(folder / f"{w:05d}{name}.npy", mmap_mode="r")
-            out.append(np.asarray(a[b[rank]:b[rank + 1]]))
-            count(read=out[-1].nbytes)
+    b = _bounds(folder, writers, rank)
+    for w in np.flatnonzero(b[1] > b[0]):
+        a = np.load(folder / f"{w:05d}{name}.npy", mmap_mode="r")
+        out.append(np.array(a[b[0, w]:b[1, w]]))
+        count(read=out[-1].nbytes)
     return np.concatenate(out)
 
 
@@ -84,9 +111,9 @@ def write_ranges(folder: Path, rank: int, key: np.ndarray, starts: np.ndarray,
 def read_table_partition(folder: Path, writers: int, rank: int) -> pa.Table | None:
     """Partition `rank`'s slice of the Arrow files write_ranges left (None: no rows)."""
     out = []
-    for w in range(writers):
-        b = np.load(folder / f"{w:05d}.bounds.npy")
-        if b[rank + 1] > b[rank]:
-            out.append(load_arrow(folder / f"{w:05d}.arrow").slice(b[rank], b[rank + 1] - b[rank]))
-            count(read=out[-1].nbytes)
+    b = _bounds(folder, writers, rank)
+    for w in np.flatnonzero(b[1] > b[0]):
+        t = load_arrow(folder / f"{w:05d}.arrow")
+        out.append(t.slice(int(b[0, w]), int(b[1, w] - b[0, w])))
+        count(read=out[-1].nbytes)
     return pa.concat_tables(out) if out else None

@@ -30,17 +30,26 @@ def keep_mask(dup: np.ndarray, lo: int, hi: int) -> np.ndarray:
     return keep
 
 
+def drop_rows(work: Path, drop: str, rank: int) -> np.ndarray:
+    """The sorted global rows unit `rank` drops: its slice of the array _work/<drop>, or,
+    when <drop> is a folder, the unit's own file in it (RANK.npy, the unit's rows only)."""
+    path = work / drop
+    if path.is_dir():
+        return np.load(path / f"{rank:05d}.npy")
+    return np.load(path, mmap_mode="r")
+
+
 def filter_task(rank: int, world_size: int, units: list[dict], offsets: list[int],
                 staging: str, drop: str = "dup.npy", input_fingerprint: str | None = None,
                 previous: dict | None = None, pick: list[str] = ()) -> None:
     """Copy unit `rank` without the rows whose global index is in the sorted array
-    _work/<drop>. A file of the previous output with the same recipe is reused
-    (pipeline.units.filter_unit).
+    _work/<drop> (or, <drop> a folder, in its file for this unit: drop_rows). A file of
+    the previous output with the same recipe is reused (pipeline.units.filter_unit).
 
     For each column of `pick`, the values at the global rows _work/pick_<column>.npy that
     fall in this unit are saved for the report (Picked): the task reads them anyway."""
     work = Path(staging) / WORK
-    dup = np.load(work / drop, mmap_mode="r")
+    dup = drop_rows(work, drop, rank)
     lo, hi = offsets[rank], offsets[rank + 1]
     unit = Unit(**units[rank])
     rows = {}
@@ -57,7 +66,8 @@ def filter_task(rank: int, world_size: int, units: list[dict], offsets: list[int
 
 
 def filter_phase(run, drop: str, pick: dict[str, np.ndarray] | None = None) -> list[dict]:
-    """One task per unit of `run` (a pipeline.stage.Run), copying its kept rows; returns
+    """One task per unit of `run` (a pipeline.stage.Run), copying its kept rows (drop:
+    the work file, or folder of one file a unit, of the rows to drop: drop_rows); returns
     the output's file records, in unit order.
 
     A rerun that changes no unit's rows (the previous output's recipes all match) only
@@ -68,10 +78,10 @@ def filter_phase(run, drop: str, pick: dict[str, np.ndarray] | None = None) -> l
     for col, rows in (pick or {}).items():
         save_npy(staging / WORK / f"pick_{col}.npy", np.unique(np.asarray(rows, np.int64)))
     previous = previous_files(run.output, run.input_fingerprint)
-    dup = np.load(staging / WORK / drop, mmap_mode="r")
     unchanged = bool(previous) and all(
         (previous.get(u.name) or {}).get("recipe") == filter_recipe(
-            u, keep_mask(dup, offsets[i], offsets[i + 1]), run.input_fingerprint)
+            u, keep_mask(drop_rows(staging / WORK, drop, i), offsets[i], offsets[i + 1]),
+            run.input_fingerprint)
         for i, u in enumerate(units))
     run.parallel("filter", filter_task, inline=unchanged,
                  units=run.unit_dicts(), offsets=[int(x) for x in offsets],

@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from algorithms import components, minhash
 from algorithms.arrays import from_numpy
-from pipeline.component_files import (count, moved, range_of, read_partition,
+from pipeline.component_files import (count, gather_bounds, moved, range_of, read_partition,
                                       read_table_partition, write_partitioned, write_ranges)
 from pipeline.minhash_report import EXAMPLES, SIM_BINS, Shown, removed_table, shown_entries
 from pipeline.shards import ShardWriter
@@ -57,13 +57,16 @@ def _result(staging: str, phase: str, rank: int, result: dict) -> None:
 
 
 def run_phase(run, phase: str, fn, tasks: int | None = None, drop: tuple[str, ...] = (),
-              **kwargs) -> list[dict]:
+              wrote: tuple[str, ...] = (), **kwargs) -> list[dict]:
     """A phase of tasks on the executor; its results, in rank order. The bytes its tasks
     moved go into the manifest beside its time and memory (resources.phases). drop: the
     exchange folders only this phase read, deleted once it is done (a resumed run skips a
-    finished phase), so the disk holds about two steps' files at a time, not all of them."""
+    finished phase), so the disk holds about two steps' files at a time, not all of them.
+    wrote: the folders it wrote, whose bounds are gathered for the next phase's readers."""
     run.parallel(phase, fn, tasks=tasks, sized=False, **kwargs)
     results = run.results(phase, tasks)
+    for name in wrote:
+        gather_bounds(run.staging / WORK / name, len(results))
     for name in drop:
         shutil.rmtree(run.staging / WORK / name, ignore_errors=True)
     res = run.staged.resources.get(phase)
@@ -111,7 +114,8 @@ def bucket_range_task(rank: int, world_size: int, staging: str, offsets: list[in
         a = int(np.searchsorted(sh, np.uint64(lo)))
         b = len(sh) if hi == HASH_SPACE else int(np.searchsorted(sh, np.uint64(hi)))
         if b > a:
-            hs.append(np.asarray(sh[a:b]))
+            hs.append(np.array(sh[a:b]))   # copies: a view would keep the map (and the
+            # pages the search faulted in around it, 64 KB a fault) to the task's end
             rows = np.load(src / f"{u:05d}.rows.npy", mmap_mode="r")[band, a:b]
             docs.append(rows.astype(np.int64) + offsets[u])
             count(read=12 * (b - a))
@@ -135,7 +139,7 @@ def signature_range(staging: str, offsets: list[int], lo: int, hi: int) -> np.nd
         a, b = max(lo, offsets[u]), min(hi, offsets[u + 1])
         if b > a:
             s = np.load(_folder(staging, "sig") / f"{u:05d}.npy", mmap_mode="r")
-            out.append(np.asarray(s[a - offsets[u]:b - offsets[u]]))
+            out.append(np.array(s[a - offsets[u]:b - offsets[u]]))
             count(read=out[-1].nbytes)
     return np.concatenate(out) if out else np.zeros((0, 0), np.uint32)
 
@@ -189,7 +193,7 @@ def candidates_task(rank: int, world_size: int, staging: str, doc_starts: list[i
         mm = np.load(kept, mmap_mode="r")
         first = mm[:, 0]
         a, b = np.searchsorted(first, [lo, hi])
-        rows = np.asarray(mm[a:b], np.int64)
+        rows = np.array(mm[a:b], np.int64)
         count(read=(b - a) * mm.itemsize * 3)
     else:
         rows = read_partition(_folder(staging, "verified"), world_size, rank, "",
@@ -208,21 +212,33 @@ def candidates_task(rank: int, world_size: int, staging: str, doc_starts: list[i
         "histogram": [int(x) for x in hist]})
 
 
+def npy_chunks(path: Path, rows: int = 1 << 20):
+    """The rows of a .npy file, `rows` at a time, read (not mapped: a map's pages would
+    stay in this process's memory until it is dropped)."""
+    with open(path, "rb") as f:
+        major, _ = np.lib.format.read_magic(f)
+        read = (np.lib.format.read_array_header_1_0 if major == 1
+                else np.lib.format.read_array_header_2_0)
+        shape, _, dtype = read(f)
+        width = int(np.prod(shape[1:], dtype=np.int64))
+        for at in range(0, shape[0], rows):
+            n = min(rows, shape[0] - at)
+            yield np.fromfile(f, dtype, n * width).reshape((n, *shape[1:]))
+
+
 def concatenate(dest: Path, dtype, shape: tuple, files) -> None:
     """The arrays in `files`, end to end, as one .npy of `shape` (its first axis their
-    rows), written through a map a file at a time: np.save's bytes, in bounded memory."""
+    rows): np.save's bytes, written a chunk at a time, in bounded memory."""
     if shape[0] == 0:
         save_npy(dest, np.zeros(shape, dtype))
         return
     tmp = dest.with_name(dest.name + ".tmp.npy")
-    out = mapped_npy(tmp, dtype, shape)
-    at = 0
-    for f in files:
-        rows = np.load(f, mmap_mode="r")
-        out[at:at + len(rows)] = rows
-        at += len(rows)
-    out.flush()
-    del out
+    start = mapped_npy(tmp, dtype, shape).offset   # the header, and the blocks reserved
+    with open(tmp, "r+b") as out:
+        out.seek(start)
+        for f in files:
+            for chunk in npy_chunks(f):
+                out.write(np.ascontiguousarray(chunk, dtype).tobytes())
     tmp.replace(dest)
 
 
@@ -269,18 +285,18 @@ def candidates_in_tasks(run, kept: tuple[str | None, int]) -> Found:
         hash_ranges = parts_for(16 * n, a.task_mb)
         tasks = a.bands * hash_ranges
         band_pairs = sum(r["pairs"] for r in run_phase(
-            run, "buckets", bucket_range_task, tasks, ("border",), staging=staging,
+            run, "buckets", bucket_range_task, tasks, ("border",), ("buckets",), staging=staging,
             offsets=offsets, hash_ranges=hash_ranges, doc_starts=starts))
         unique = sum(r["candidates"] for r in run_phase(
-            run, "pairs", pairs_task, n_ranges, ("buckets",), staging=staging,
-            offsets=offsets, writers=tasks, doc_starts=starts))
-        run_phase(run, "verify", verify_task, n_ranges, ("join", "join-sig"), staging=staging,
-                  offsets=offsets, k=a.num_perm, doc_starts=starts)
+            run, "pairs", pairs_task, n_ranges, ("buckets",), ("join", "join-sig"),
+            staging=staging, offsets=offsets, writers=tasks, doc_starts=starts))
+        run_phase(run, "verify", verify_task, n_ranges, ("join", "join-sig"), ("verified",),
+                  staging=staging, offsets=offsets, k=a.num_perm, doc_starts=starts)
     else:
         unique = int(np.load(kept_path, mmap_mode="r").shape[0])
     cluster_parts = parts_for(32 * unique, a.task_mb)
     results = run_phase(run, "candidates", candidates_task, n_ranges, ("verified",),
-                        staging=staging, doc_starts=starts, k=a.num_perm,
+                        ("components/r0",), staging=staging, doc_starts=starts, k=a.num_perm,
                         threshold=a.threshold, cluster_parts=cluster_parts, kept=kept_path)
     return Found(band_pairs, results, n_ranges, cluster_parts)
 
@@ -310,15 +326,17 @@ def cluster_in_tasks(run, found: Found) -> list[dict]:
     while True:
         large = f"r{r}large"
         if all(x["star"] for x in run_phase(run, f"components-{large}", component_task, parts,
-                                            (f"components/{src}",), staging=staging, src=src,
-                                            dst=large, writers=writers, step="large")):
+                                            (f"components/{src}",), (f"components/{large}",),
+                                            staging=staging, src=src, dst=large,
+                                            writers=writers, step="large")):
             break   # large-star leaves a star as it is: its output is the answer
         r += 1
         run_phase(run, f"components-r{r}", component_task, parts, (f"components/{large}",),
-                  staging=staging, src=large, dst=f"r{r}", writers=parts, step="small")
+                  (f"components/r{r}",), staging=staging, src=large, dst=f"r{r}",
+                  writers=parts, step="small")
         src, writers = f"r{r}", parts
     return run_phase(run, "components-roots", component_task, parts, (f"components/{large}",),
-                     staging=staging,
+                     ("components/roots",), staging=staging,
                      src=large, dst="roots", writers=parts, step="roots",
                      offsets=[int(x) for x in run.offsets])
 
@@ -406,10 +424,11 @@ def removed_rows_task(rank: int, world_size: int, staging: str, units: list[dict
 
 def removed_in_tasks(run, roots_tasks: int) -> int:
     """The removed documents, unit by unit (kept-side, then removed-rows), and
-    _work/removed.npy, their global rows end to end (a file the filter tasks map)."""
+    _work/removed.npy, their global rows end to end (for the kept store; the filter tasks
+    read their unit's file in _work/removed-rows/)."""
     staging, offsets = str(run.staging), [int(x) for x in run.offsets]
-    run_phase(run, "kept-side", kept_side_task, None, ("components",), staging=staging,
-              units=run.unit_dicts(), offsets=offsets, writers=roots_tasks)
+    run_phase(run, "kept-side", kept_side_task, None, ("components",), ("kept-side",),
+              staging=staging, units=run.unit_dicts(), offsets=offsets, writers=roots_tasks)
     total = sum(r["removed"] for r in run_phase(
         run, "removed-rows", removed_rows_task, None, ("kept-side",), staging=staging,
         units=run.unit_dicts(),

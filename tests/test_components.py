@@ -233,3 +233,46 @@ def test_star_edges_give_every_cluster_whole_in_its_centres_partition():
     removed = np.flatnonzero(root != np.arange(300))
     assert sorted(x for v in seen.values() for x in v) == removed.tolist()
     assert all(root[v].tolist() == [c] * len(v) and v == sorted(v) for c, v in seen.items())
+
+
+# --------------------------------------------------------------------------------------
+# bench/bench_dedup_scale.py: the synthetic corpus and the run it measures.
+# --------------------------------------------------------------------------------------
+
+def test_the_dedup_scale_bench_runs_and_its_anchors_remove_the_same(tmp_path):
+    """A smoke run of `make bench-dedup-scale` on 20,000 and 60,000 documents: every phase
+    measured with its bytes, the union-find and datatrove's MinhashDedupCluster remove the
+    documents the tasks removed, and the projection is written (the figures themselves
+    belong to the benchmark)."""
+    cp = run_script("bench/bench_dedup_scale.py", "--docs", "2e4,6e4", "--work", tmp_path / "w",
+                    "--out", tmp_path / "res", "--workers", "2", "--task-mb", "0.1",
+                    timeout=900)
+    res = json.loads((tmp_path / "res.json").read_text())
+    for row in res["rows"]:
+        assert row["removed"] > 0 and row["rounds"] >= 2
+        a = row["anchors"]
+        assert a["union_find"]["removed"] == a["datatrove_cluster"]["removed"] == row["removed"]
+        assert row["phases"]["verify"]["bytes_read"] > 0 and row["phases"]["buckets"]["tasks"] > 4
+    assert len(res["projection"]) == 6 and "Projection" in cp.stdout
+    assert not (tmp_path / "w" / "n20000").exists()   # each size's files removed after it
+
+
+def test_the_planted_corpus_has_power_law_clusters_and_long_chains():
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_dedup_scale import texts_of
+
+    n = 400_000
+    g = np.arange(n, dtype=np.uint64)
+    codes, role = texts_of(g, n, 0.2, 0.1)
+    assert abs((role == 0).mean() - 0.7) < 0.01 and abs((role == 2).mean() - 0.1) < 0.01
+    _, sizes = np.unique(codes[role == 1], axis=0, return_counts=True)   # unchanged copies
+    assert sizes.max() > 20 * np.median(sizes)            # a heavy tail, not equal sizes
+    # a chain member's text, moved on by one offset (2 letters), starts another member's
+    # text: most members have a neighbour, so a chain is long and its ends far apart
+    chain = codes[role == 2]
+    starts = {bytes(r[:-2]) for r in chain}
+    linked = np.mean([bytes(r[2:]) in starts for r in chain])
+    assert linked > 0.75, linked   # 1 - exp(-members per offset): 1.6 here
+    assert len({bytes(r) for r in chain}) > 0.4 * len(chain)   # not one text repeated
