@@ -317,16 +317,16 @@ def markdown(rows: list[dict], proj: list[dict], a) -> str:
     lines = ["# dedup_minhash.py --cluster tasks at scale", "",
              f"CPU: {cpu_model()}; {os.cpu_count()} cores; --workers {a.workers}; "
              f"k={a.num_perm} (b={a.bands}, r={a.rows})", "",
-             "| documents | wall s | driver peak RSS MB | largest worker MB | rounds | "
+             "| documents | wall s | driver peak RSS MB | largest task MB | rounds | "
              "candidates | removed | disk peak GB |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         big = max((v["max_worker_rss_mb"] or 0) for v in r["phases"].values())
         lines.append(f"| {r['docs']:,} | {r['wall_s']:.1f} | {r['driver_peak_rss_manifest_mb']:.0f} | "
                      f"{big:.0f} | {r['rounds']} | {r['candidates']:,} | {r['removed']:,} | "
                      f"{r['disk_peak_gb']:.1f} |")
-    lines += ["", "Per phase (largest size): tasks, wall s, task CPU s, largest worker MB, "
+    lines += ["", "Per phase (largest size): tasks, wall s, task CPU s, largest task MB, "
               "MB read, MB written", "",
-              "| phase | tasks | wall s | CPU s | worker MB | read MB | written MB |",
+              "| phase | tasks | wall s | CPU s | task MB | read MB | written MB |",
               "|---|---|---|---|---|---|---|"]
     big = rows[-1]
     for p, v in big["phases"].items():
@@ -384,7 +384,7 @@ def main(argv=None) -> int:
     p.add_argument("--work", default=str(ROOT / "data" / "bench_dedup_scale"))
     p.add_argument("--project-kb", type=float, default=4.0)
     # dedup_minhash.py's signature and filter tasks on 256 MB of the benchmark corpus (CPU s
-    # of their tasks in its manifest): docs/stages/dedup.md
+    # of their tasks in its manifest): docs/benchmarks.md#near-dedup-past-one-machine
     p.add_argument("--sig-mb-per-core", type=float, default=56.0)
     p.add_argument("--filter-mb-per-core", type=float, default=118.0)
     p.add_argument("--fs-gbps", type=float, default=10.0,

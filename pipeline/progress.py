@@ -74,10 +74,29 @@ def available_memory() -> int | None:
         return None
 
 
+DRIVER_PID = "DATAPREP_DRIVER_PID"   # set by the stage: the process whose peak is its own
+
+
+def reset_peak() -> None:
+    """In a worker, at a task's start: the high-water mark back to the memory held now
+    (Linux), so the task's record gives its own peak, not the largest of every task the
+    worker ran before (whose freed memory the allocator may keep). Never in the driver,
+    whose peak the manifest reports (a task run there inline leaves it as it is)."""
+    if str(os.getpid()) == os.environ.get(DRIVER_PID):
+        return
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
 class TaskProgress:
     """The progress record of one task, written atomically into its phase's folder."""
 
     def __init__(self, folder: str | os.PathLike | None, rank: int):
+        if folder:
+            reset_peak()
         self.path = Path(folder) / PROGRESS_DIR / f"{rank:05d}.json" if folder else None
         self.rank = rank
         self.docs = 0

@@ -55,7 +55,7 @@ from .executors import add_executor_args, check_executor
 from .local_pool import start_pool_early
 from .lock import FolderLock, lock_all
 from .manifest import MANIFEST, check_input
-from .progress import cpu_seconds, peak_rss_mb
+from .progress import DRIVER_PID, cpu_seconds, peak_rss_mb
 from .shards import list_shards, open_shard, stage_shards
 from .staging import RUN_KEY, StageRun, add_force_arg, current_manifest, staging_path
 from .task_results import load_task_results
@@ -331,6 +331,7 @@ class Stage:
     # -- 3-5. the run -------------------------------------------------------------------
     def main(self, argv: list[str] | None = None) -> int:
         collector.pause(freeze=collector.running_as(self.script))   # until set up
+        os.environ[DRIVER_PID] = str(os.getpid())   # workers' records: each task's own peak
         try:
             args = self.parse(argv)
             if self.needs_pool(args) and not self.looks_current(args):
@@ -553,6 +554,7 @@ class ReportStage:
     def main(self, argv: list[str] | None = None) -> int:
         t0 = time.time()
         collector.pause(freeze=collector.running_as(self.script))   # until set up
+        os.environ[DRIVER_PID] = str(os.getpid())
         try:
             args = self.parse(argv)
             if self.parallel:
