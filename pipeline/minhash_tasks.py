@@ -336,7 +336,7 @@ def cluster_in_tasks(run, found: Found) -> list[dict]:
                   writers=parts, step="small")
         src, writers = f"r{r}", parts
     return run_phase(run, "components-roots", component_task, parts, (f"components/{large}",),
-                     ("components/roots",), staging=staging,
+                     ("components/roots", "components/asks"), staging=staging,
                      src=large, dst="roots", writers=parts, step="roots",
                      offsets=[int(x) for x in run.offsets])
 
@@ -344,15 +344,21 @@ def cluster_in_tasks(run, found: Found) -> list[dict]:
 def roots_of_partition(staging: str, rank: int, dst: Path, edges: np.ndarray,
                        offsets: list[int]) -> None:
     """The clusters whose centre (smallest index) is in this partition, whole: each
-    leaf with its centre and the cluster's size, sent to the unit of the centre; and for
-    the report, the number of clusters, their sizes and the largest ones' first members."""
+    leaf with its centre and the cluster's size, sent to the unit of the leaf; each
+    centre, once per unit its leaves are in, sent to its own unit (which answers with its
+    id and signature: kept_side_task); and for the report, the number of clusters, their
+    sizes and the largest ones' first members."""
     centre, leaf = components.star_edges(edges)
     first = np.flatnonzero(np.r_[True, centre[1:] != centre[:-1]]) if len(centre) else \
         np.zeros(0, np.int64)
     centres = centre[first]
     sizes = np.diff(np.r_[first, len(centre)]) + 1
-    write_ranges(dst, rank, centre, np.array(offsets),
+    starts = np.array(offsets)
+    write_ranges(dst, rank, leaf, starts,
                  **{"": np.column_stack([leaf, centre, np.repeat(sizes, sizes - 1)])})
+    asks = np.unique(np.column_stack([centre, range_of(leaf, starts)]), axis=0) if len(
+        centre) else np.zeros((0, 2), np.int64)
+    write_ranges(dst.with_name("asks"), rank, asks[:, 0], starts, **{"": asks})
     top = np.lexsort((centres, -sizes))[:TOP_CLUSTERS]
     size_values, counts = np.unique(sizes, return_counts=True)
     _result(staging, "components-roots", rank, {
@@ -385,34 +391,39 @@ def merged_roots(results: list[dict]) -> tuple[int, int, dict, list]:
 def kept_side_task(rank: int, world_size: int, staging: str, units: list[dict],
                    offsets: list[int], writers: int) -> None:
     """Unit `rank`, for the clusters kept at one of its documents: the kept document's id
-    and signature, sent with each removed one to the removed one's unit."""
-    rec = read_partition(_folder(staging, "components") / "roots", writers, rank, "",
-                         np.zeros((0, 3), np.int64))
+    and signature, once for each unit that holds removed members of its cluster (at most
+    clusters x units, not one a removed document: a cluster's smallest index is often
+    early in the corpus, and its unit would receive every member otherwise)."""
+    asks = read_partition(_folder(staging, "components") / "asks", writers, rank)
+    asks = asks[np.lexsort((asks[:, 0], asks[:, 1]))]     # by unit asking, then centre
     us = [Unit(**u) for u in units]
-    kept_ids = fetch_column(us, np.array(offsets), rec[:, 1], "id")
+    kept_ids = fetch_column(us, np.array(offsets), asks[:, 0], "id")
     sig = np.load(_folder(staging, "sig") / f"{rank:05d}.npy", mmap_mode="r")
-    count(read=len(rec) * sig.shape[1] * 4)
-    write_ranges(_folder(staging, "kept-side"), rank, rec[:, 0], np.array(offsets),
+    count(read=len(asks) * sig.shape[1] * 4)
+    starts = np.array(offsets)
+    write_ranges(_folder(staging, "kept-side"), rank, starts[asks[:, 1]], starts,
                  table=pa.table({"kept_id": kept_ids}),
-                 **{"": rec, ".sig": np.asarray(sig[rec[:, 1] - offsets[rank]])})
-    _result(staging, "kept-side", rank, {"rows": int(len(rec))})
+                 **{"": asks[:, 0].copy(), ".sig": np.array(sig[asks[:, 0] - offsets[rank]])})
+    _result(staging, "kept-side", rank, {"rows": int(len(asks))})
 
 
 def removed_rows_task(rank: int, world_size: int, staging: str, units: list[dict],
-                      offsets: list[int], k: int) -> None:
+                      offsets: list[int], k: int, writers: int) -> None:
     """Unit `rank`'s removed documents, sorted: the rows the filter drops, and their rows
     of report/removed.parquet (ids, similarity to the kept one, where both are)."""
+    rec = read_partition(_folder(staging, "components") / "roots", writers, rank, "",
+                         np.zeros((0, 3), np.int64))
+    rec = rec[np.argsort(rec[:, 0], kind="stable")]
     folder = _folder(staging, "kept-side")
-    rec = read_partition(folder, world_size, rank, "", np.zeros((0, 3), np.int64))
+    centres = read_partition(folder, world_size, rank, "", np.zeros(0, np.int64))  # sorted
     sig_c = read_partition(folder, world_size, rank, ".sig", np.zeros((0, k), np.uint32))
     kept_ids = read_table_partition(folder, world_size, rank)
-    order = np.argsort(rec[:, 0], kind="stable")
-    rec, sig_c = rec[order], sig_c[order]
+    at = np.searchsorted(centres, rec[:, 1])
     sig = np.load(_folder(staging, "sig") / f"{rank:05d}.npy", mmap_mode="r")
-    matches = (np.asarray(sig[rec[:, 0] - offsets[rank]]) == sig_c).sum(axis=1)
+    matches = (np.array(sig[rec[:, 0] - offsets[rank]]) == sig_c[at]).sum(axis=1)
     us = [Unit(**u) for u in units]
     ids = fetch_column(us, np.array(offsets), rec[:, 0], "id")
-    kid = (kept_ids.column("kept_id").take(from_numpy(order, pa.int64()))
+    kid = (kept_ids.column("kept_id").take(from_numpy(at, pa.int64()))
            if kept_ids is not None else ids.slice(0, 0))
     table = removed_table(us, np.array(offsets), rec[:, 0], rec[:, 1], ids, kid, matches / k,
                           rec[:, 2])
@@ -427,12 +438,12 @@ def removed_in_tasks(run, roots_tasks: int) -> int:
     _work/removed.npy, their global rows end to end (for the kept store; the filter tasks
     read their unit's file in _work/removed-rows/)."""
     staging, offsets = str(run.staging), [int(x) for x in run.offsets]
-    run_phase(run, "kept-side", kept_side_task, None, ("components",), ("kept-side",),
+    run_phase(run, "kept-side", kept_side_task, None, ("components/asks",), ("kept-side",),
               staging=staging, units=run.unit_dicts(), offsets=offsets, writers=roots_tasks)
     total = sum(r["removed"] for r in run_phase(
-        run, "removed-rows", removed_rows_task, None, ("kept-side",), staging=staging,
-        units=run.unit_dicts(),
-        offsets=offsets, k=run.args.num_perm))
+        run, "removed-rows", removed_rows_task, None, ("components", "kept-side"),
+        staging=staging, units=run.unit_dicts(), offsets=offsets, k=run.args.num_perm,
+        writers=roots_tasks))
     folder = run.staging / WORK / "removed-rows"
     concatenate(run.staging / WORK / "removed.npy", np.int64, (total,),
                 (folder / f"{u:05d}.npy" for u in range(len(run.units))))

@@ -109,6 +109,13 @@ def test_tasks_give_the_drivers_bytes_on_the_sample(sample_layout, tmp_path):
     assert phases["band-order"]["tasks"] == phases["signatures"]["tasks"]
 
 
+def test_tasks_without_kept_signatures_give_the_drivers_bytes(sample_layout, tmp_path):
+    driver, tasks = _both_modes(sample_layout / "raw", tmp_path, "--task-mb", "0.05",
+                                "--no-keep-signatures")
+    assert _data_files(driver) == _data_files(tasks)
+    assert not (tasks / "candidates").exists() and not (tasks / "signatures").exists()
+
+
 def test_a_threshold_rerun_in_tasks_reads_the_kept_candidates_only(sample_layout, tmp_path):
     """--threshold 0.9 after a run: in tasks, no bucket, no verification, the kept
     candidates read a slice a task; the same bytes as the driver's rerun."""
