@@ -16,11 +16,12 @@
        nor on how documents were split into tasks.
 
 Phases: signatures (one task per unit, with the band hashes), buckets (one task per
-band), verify (in this process), cluster (in this process, or with --cluster tasks in
-rounds of tasks, each one partition of the pairs), filter (one task per unit). The signatures,
-band hashes and candidates with their agreement are kept beside the output, so a rerun
-with another --threshold redoes only the clusters and the filter, and a sweep measures
-nothing again. More: docs/stages/dedup.md.
+band), verify and cluster (in this process), filter (one task per unit). With --cluster
+tasks (auto from 50 million documents) the buckets, the verification and the clusters
+are phases of tasks too, none holding more than about --task-mb (pipeline/minhash_tasks.py),
+for the same bytes. The signatures, band hashes and candidates with their agreement are
+kept beside the output, so a rerun with another --threshold redoes only the clusters and
+the filter, and a sweep measures nothing again. More: docs/stages/dedup.md.
 """
 
 from __future__ import annotations

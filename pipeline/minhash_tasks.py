@@ -1,6 +1,6 @@
 """dedup_minhash.py past one machine (--cluster tasks): 3.5's buckets, the verification
 of every candidate and 3.6's connected components as phases of tasks on the executor,
-each task holding about --task-mb, never something that grows with the corpus.
+each task holding about --task-mb of hashes, candidates or edges.
 
 After the signatures (one task per unit, as in the driver's mode):
 
@@ -10,19 +10,25 @@ After the signatures (one task per unit, as in the driver's mode):
                bucket is one hash value, so it never spans two tasks); the pairs (a < b)
                go to the range of documents a falls in
   pairs        one task per range of documents: its candidates from every band, each
-               once, each with the signature of a, sent to the range of b
+               once, sent to the range of b, with the signature of each a once per range
+               it is sent to
   verify       one task per range of documents: those signatures against its own;
                (a, b, matching positions) sent back to the range of a
   candidates   one task per range of documents: its candidates sorted (the driver's
                order), counted and binned for the report; the accepted ones are the
                first round's edges
-  components   the rounds of algorithms/components.py, then each leaf and its root
+  components   the rounds of algorithms/components.py; then each cluster, whole in the
+               partition of its smallest index, counted for the report
+  kept-side    one task per unit: the id and signature of each kept document it holds,
+               sent to the units holding members of its cluster
+  removed-rows one task per unit: its removed documents (the rows its filter task
+               drops) and their rows of report/removed.parquet
 
-A signature is read twice (for the ranges of a and of b) and shipped once per candidate,
-in a stream: no task reads a signature at random. The driver only reads each task's
-counts, and copies the candidate files end to end into the kept store (same bytes as the
-driver's mode); a rerun with another --threshold runs only the candidates phase, on
-slices of that kept file.
+No task reads a signature at random: each is read in the slices of a range or a unit.
+The driver reads each task's counts, gathers each step's bounds into one file, and copies
+the candidate files and the report's rows end to end into one file each (the driver's
+mode's bytes); a rerun with another --threshold runs only the candidates phase, on
+slices of the kept candidates.
 """
 
 from __future__ import annotations
