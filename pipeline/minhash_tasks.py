@@ -20,7 +20,9 @@ After the signatures (one task per unit, as in the driver's mode):
   components   the rounds of algorithms/components.py; then each cluster, whole in the
                partition of its smallest index, counted for the report
   kept-side    one task per unit: the id and signature of each kept document it holds,
-               sent to the units holding members of its cluster
+               once, sent to the partition that holds its cluster
+  kept-join    one task per partition of clusters: each kept document's id and
+               signature sent to each unit holding members of its cluster, once a unit
   removed-rows one task per unit: its removed documents (the rows its filter task
                drops) and their rows of report/removed.parquet
 
@@ -351,9 +353,10 @@ def roots_of_partition(staging: str, rank: int, dst: Path, edges: np.ndarray,
                        offsets: list[int]) -> None:
     """The clusters whose centre (smallest index) is in this partition, whole: each
     leaf with its centre and the cluster's size, sent to the unit of the leaf; each
-    centre, once per unit its leaves are in, sent to its own unit (which answers with its
-    id and signature: kept_side_task); and for the report, the number of clusters, their
-    sizes and the largest ones' first members."""
+    centre, once, sent to its own unit (which answers with its id and signature:
+    kept_side_task), and beside it, kept here, the units each centre's leaves are in
+    (kept_join_task); and for the report, the number of clusters, their sizes and the
+    largest ones' first members."""
     centre, leaf = components.star_edges(edges)
     first = np.flatnonzero(np.r_[True, centre[1:] != centre[:-1]]) if len(centre) else \
         np.zeros(0, np.int64)
@@ -362,9 +365,12 @@ def roots_of_partition(staging: str, rank: int, dst: Path, edges: np.ndarray,
     starts = np.array(offsets)
     write_ranges(dst, rank, leaf, starts,
                  **{"": np.column_stack([leaf, centre, np.repeat(sizes, sizes - 1)])})
-    asks = np.unique(np.column_stack([centre, range_of(leaf, starts)]), axis=0) if len(
+    write_ranges(dst.with_name("asks"), rank, centres, starts,
+                 **{"": np.column_stack([centres, np.full(len(centres), rank)])})
+    units = np.unique(np.column_stack([centre, range_of(leaf, starts)]), axis=0) if len(
         centre) else np.zeros((0, 2), np.int64)
-    write_ranges(dst.with_name("asks"), rank, asks[:, 0], starts, **{"": asks})
+    save_npy(dst.with_name("units") / f"{rank:05d}.npy", units)
+    count(written=units.nbytes)
     top = np.lexsort((centres, -sizes))[:TOP_CLUSTERS]
     size_values, counts = np.unique(sizes, return_counts=True)
     _result(staging, "components-roots", rank, {
@@ -397,20 +403,36 @@ def merged_roots(results: list[dict]) -> tuple[int, int, dict, list]:
 def kept_side_task(rank: int, world_size: int, staging: str, units: list[dict],
                    offsets: list[int], writers: int) -> None:
     """Unit `rank`, for the clusters kept at one of its documents: the kept document's id
-    and signature, once for each unit that holds removed members of its cluster (at most
-    clusters x units, not one a removed document: a cluster's smallest index is often
-    early in the corpus, and its unit would receive every member otherwise)."""
+    and signature, once, sent to the partition holding its cluster (at most the unit's
+    rows, however many units the cluster spans)."""
     asks = read_partition(_folder(staging, "components") / "asks", writers, rank)
-    asks = asks[np.lexsort((asks[:, 0], asks[:, 1]))]     # by unit asking, then centre
     us = [Unit(**u) for u in units]
     kept_ids = fetch_column(us, np.array(offsets), asks[:, 0], "id")
     sig = np.load(_folder(staging, "sig") / f"{rank:05d}.npy", mmap_mode="r")
     count(read=len(asks) * sig.shape[1] * 4)
-    starts = np.array(offsets)
-    write_ranges(_folder(staging, "kept-side"), rank, starts[asks[:, 1]], starts,
+    write_ranges(_folder(staging, "kept-side"), rank, asks[:, 1], np.arange(writers + 1),
                  table=pa.table({"kept_id": kept_ids}),
                  **{"": asks[:, 0].copy(), ".sig": np.array(sig[asks[:, 0] - offsets[rank]])})
     _result(staging, "kept-side", rank, {"rows": int(len(asks))})
+
+
+def kept_join_task(rank: int, world_size: int, staging: str, offsets: list[int],
+                   units: int, k: int) -> None:
+    """Partition `rank` of the clusters: each kept document's id and signature (from
+    kept_side_task), once for each unit that holds removed members of its cluster, sent
+    to that unit (at most the partition's removed documents: the cluster is whole here)."""
+    folder = _folder(staging, "kept-side")
+    centres = read_partition(folder, units, rank, "", np.zeros(0, np.int64))   # sorted
+    sig = read_partition(folder, units, rank, ".sig", np.zeros((0, k), np.uint32))
+    ids = read_table_partition(folder, units, rank)
+    asks = np.load(_folder(staging, "components") / "units" / f"{rank:05d}.npy")
+    count(read=asks.nbytes)
+    at = np.searchsorted(centres, asks[:, 0])
+    starts = np.array(offsets)
+    write_ranges(_folder(staging, "kept-join"), rank, starts[asks[:, 1]], starts,
+                 table=ids.take(from_numpy(at, pa.int64())) if ids is not None else None,
+                 **{"": asks[:, 0].copy(), ".sig": sig[at]})
+    _result(staging, "kept-join", rank, {"rows": int(len(asks))})
 
 
 def removed_rows_task(rank: int, world_size: int, staging: str, units: list[dict],
@@ -420,11 +442,13 @@ def removed_rows_task(rank: int, world_size: int, staging: str, units: list[dict
     rec = read_partition(_folder(staging, "components") / "roots", writers, rank, "",
                          np.zeros((0, 3), np.int64))
     rec = rec[np.argsort(rec[:, 0], kind="stable")]
-    folder = _folder(staging, "kept-side")
-    centres = read_partition(folder, world_size, rank, "", np.zeros(0, np.int64))  # sorted
-    sig_c = read_partition(folder, world_size, rank, ".sig", np.zeros((0, k), np.uint32))
-    kept_ids = read_table_partition(folder, world_size, rank)
-    at = np.searchsorted(centres, rec[:, 1])
+    folder = _folder(staging, "kept-join")
+    centres = read_partition(folder, writers, rank, "", np.zeros(0, np.int64))
+    sig_c = read_partition(folder, writers, rank, ".sig", np.zeros((0, k), np.uint32))
+    kept_ids = read_table_partition(folder, writers, rank)
+    by_centre = np.argsort(centres)        # each partition's rows are sorted, not all
+    at = by_centre[np.searchsorted(centres, rec[:, 1], sorter=by_centre)] if len(rec) else \
+        np.zeros(0, np.int64)
     sig = np.load(_folder(staging, "sig") / f"{rank:05d}.npy", mmap_mode="r")
     matches = (np.array(sig[rec[:, 0] - offsets[rank]]) == sig_c[at]).sum(axis=1)
     us = [Unit(**u) for u in units]
@@ -440,14 +464,17 @@ def removed_rows_task(rank: int, world_size: int, staging: str, units: list[dict
 
 
 def removed_in_tasks(run, roots_tasks: int) -> int:
-    """The removed documents, unit by unit (kept-side, then removed-rows), and
+    """The removed documents, unit by unit (kept-side, kept-join, then removed-rows), and
     _work/removed.npy, their global rows end to end (for the kept store; the filter tasks
     read their unit's file in _work/removed-rows/)."""
     staging, offsets = str(run.staging), [int(x) for x in run.offsets]
     run_phase(run, "kept-side", kept_side_task, None, ("components/asks",), ("kept-side",),
               staging=staging, units=run.unit_dicts(), offsets=offsets, writers=roots_tasks)
+    run_phase(run, "kept-join", kept_join_task, roots_tasks, ("kept-side", "components/units"),
+              ("kept-join",), staging=staging, offsets=offsets, units=len(run.units),
+              k=run.args.num_perm)
     total = sum(r["removed"] for r in run_phase(
-        run, "removed-rows", removed_rows_task, None, ("components", "kept-side"),
+        run, "removed-rows", removed_rows_task, None, ("components", "kept-join"),
         staging=staging, units=run.unit_dicts(), offsets=offsets, k=run.args.num_perm,
         writers=roots_tasks))
     folder = run.staging / WORK / "removed-rows"
