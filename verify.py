@@ -43,6 +43,8 @@ from pipeline.disk import report_write_failed
 from pipeline.errors import StageError, refusal, run_stage
 from pipeline.lock import FolderLock
 from pipeline.stage import ReportOutput, ReportRun, ReportStage
+from pipeline import eval_sets
+from pipeline.verify.contamination import check_eval_sets
 from pipeline.verify.context import PACK_MANIFEST, Context, Item, Missing
 from pipeline.verify.decoded import check_eos, check_round_trip, check_windows
 from pipeline.verify.leakage import check_val_overlap
@@ -61,7 +63,10 @@ CHECKS = [check_files, check_windows, check_round_trip, check_eos, check_clean_s
           check_nothing_lost]
 TITLES = {1: "train.bin / val.bin sizes", 2: "decoded windows", 3: "tokenizer round trip",
           4: "EOS count", 5: "cleaning stats", 6: "dedup counts", 7: "compression",
-          8: "val not in train", 9: "smoke run", 10: "nothing lost"}
+          8: "val not in train", 9: "smoke run", 10: "nothing lost",
+          11: "no evaluation item in train"}
+# With --eval-sets, an eleventh item: the evaluation items left in train.bin / val.bin.
+EVAL_CHECK = check_eval_sets
 
 
 def run_check(fn, num: int, ctx: Context) -> Item:
@@ -97,7 +102,7 @@ def run(run: ReportRun) -> ReportOutput:
     ctx = Context(run.args, phases=run.phases)
     items, seconds = [], {}
     try:
-        for i, fn in enumerate(CHECKS):
+        for i, fn in enumerate(CHECKS + ([EVAL_CHECK] if run.args.eval_sets else [])):
             t = time.time()
             items.append(run_check(fn, i + 1, ctx))
             # the scan's time goes to the first item that needs it
@@ -139,6 +144,9 @@ def flags(p, argv=None) -> None:
                    help="data folder of the smoke run, if DATA_DIR holds the full run")
     p.add_argument("--chunk-tokens", type=int, default=1 << 24,
                    help="tokens read per memmap chunk (default 16M)")
+    eval_sets.add_flags(p, "train.bin and val.bin (item 11)")
+    p.add_argument("--max-eval-items", type=int, default=0, metavar="N",
+                   help="item 11 fails when more than N evaluation items are found (default 0)")
 
 
 def check(a) -> None:
@@ -160,6 +168,9 @@ def check(a) -> None:
     if a.tokenizer is not None and not Path(a.tokenizer).is_file():
         raise StageError(f"--tokenizer {a.tokenizer}: no such file (give the tokenizer.json "
                          "pack_parallel.py used)")
+    eval_sets.check_flags(a)
+    if a.max_eval_items < 0:
+        raise StageError(f"--max-eval-items {a.max_eval_items}: must be >= 0")
     if a.smoke_dir is not None and not Path(a.smoke_dir).is_dir():
         raise StageError(f"--smoke-dir {a.smoke_dir} is not a folder")
 

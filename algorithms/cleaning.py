@@ -187,7 +187,18 @@ PACKS: dict[str, tuple[Rule, ...]] = {"tutorial": TUTORIAL, "lang": TUTORIAL[-1:
 
 
 def pack_names() -> list[str]:
-    return [*PACKS, *QUALITY_PACKS]
+    return [*PACKS, *QUALITY_PACKS, DECONT]
+
+
+# The decontaminate pack (algorithms/decontamination.py) measures against an index of the
+# user's evaluation sets: "decontaminate=FOLDER" names the pack bound to the index kept
+# in FOLDER (what clean.py's tasks rebuild); plain "decontaminate" only declares it.
+DECONT = "decontaminate"
+
+
+def pack_name(pack: str) -> str:
+    """A pack as the config records it: a bound decontaminate pack by its name."""
+    return DECONT if pack.startswith(DECONT + "=") else pack
 
 
 def pack_flags() -> dict[str, str]:
@@ -195,7 +206,9 @@ def pack_flags() -> dict[str, str]:
     from . import rule_packs
 
     out = {}
-    for pack, rules in {**PACKS, **rule_packs.PACKS}.items():
+    from . import decontamination
+
+    for pack, rules in {**PACKS, **rule_packs.PACKS, DECONT: decontamination.rules()}.items():
         for r in rules:
             out.setdefault(r.flag, pack)
     return out
@@ -210,6 +223,11 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
         from . import rule_packs
 
         return rule_packs.PACKS[pack]
+    if pack_name(pack) == DECONT:
+        from . import decontamination
+
+        folder = pack.partition("=")[2] or None
+        return decontamination.rules(folder, Path(folder).name if folder else "")
     import importlib.util
 
     path = Path(pack)
@@ -313,7 +331,7 @@ class Recipe:
             out[r.key] = t
         out["languages"] = list(self.languages)
         out["lid_chars"] = self.lid_chars
-        out["rules"] = list(self.packs)
+        out["rules"] = [pack_name(p) for p in self.packs]
         # the code of a rule file's rules: an edited file is another config, so a run it
         # stopped does not resume with what the old code measured, and its sweeps go stale
         code = {r.name: r.signal_version for r in self.rules if r.file_dependent}
@@ -326,7 +344,8 @@ class Recipe:
         file of your own rules by its absolute path: a worker may start elsewhere)."""
         from pathlib import Path
 
-        packs = [p if p in pack_names() else str(Path(p).resolve()) for p in self.packs]
+        packs = [p if pack_name(p) in pack_names() else str(Path(p).resolve())
+                 for p in self.packs]
         return {"packs": packs, "values": [[n, list(map(list, v)) if isinstance(v, tuple)
                                                         else v] for n, v in self.values],
                 "languages": list(self.languages), "lid_chars": self.lid_chars}

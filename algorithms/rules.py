@@ -210,7 +210,8 @@ MAX_RULES = 127   # a document's outcome is the index of the rule that removed i
 RESERVED_NAMES = ("kept",)
 # What a rule's flag may not be (its config key is the flag's name): clean's own settings.
 RESERVED_KEYS = ("languages", "lid_chars", "rules", "rule_code", "lid_model", "report_all",
-                 "examples", "example_chars", "warn_share", "task_mb", "keep_signals")
+                 "examples", "example_chars", "warn_share", "task_mb", "keep_signals",
+                 "eval_sets", "eval_question_field", "eval_answer_field", "decont_n")
 MAX_NAME = 100    # it names report files (removed_NAME.jsonl)
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _FLAG = re.compile(r"--[a-z0-9][a-z0-9-]*")

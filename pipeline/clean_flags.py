@@ -20,7 +20,7 @@ from pathlib import Path
 from algorithms import cleaning
 from algorithms.cleaning import LanguageRule, Recipe
 from algorithms.langid import check_lid, default_lid_model, load_lid
-from pipeline import kept_store
+from pipeline import eval_sets, kept_store
 from pipeline.commit import run_owned_paths
 from pipeline.disk import check_out_path
 from pipeline.errors import ArgumentParser, StageError
@@ -229,6 +229,7 @@ def flags(p, argv) -> None:
                    help="removed examples saved per rule (default 50)")
     r.add_argument("--warn-share", type=float, default=0.30,
                    help="warn when one rule removes more than this share (default 0.30)")
+    eval_sets.add_flags(p, "the cleaned data")
     k = p.add_argument_group("reruns and sweeps")
     k.add_argument("--sweep", action="append", default=[], metavar="NAME=V1,V2,...",
                    help="print the removal table for each value of one threshold (the others "
@@ -248,7 +249,7 @@ def flags(p, argv) -> None:
 
 def recipe_of(args) -> Recipe:
     """The recipe the flags ask for (checked once in check(), rebuilt where needed)."""
-    packs = tuple(x.strip() for x in args.rules.split(",") if x.strip())
+    packs = tuple(bound_pack(args, x.strip()) for x in args.rules.split(",") if x.strip())
     rules = tuple(r for pack in packs for r in cleaning.load_rules(pack))
     values = []
     for r in rules:
@@ -260,7 +261,28 @@ def recipe_of(args) -> Recipe:
     return Recipe(rules, tuple(sorted(values)), languages, args.lid_chars, packs)
 
 
+def bound_pack(args, pack: str) -> str:
+    """The decontaminate pack bound to the index of --eval-sets (built once, kept beside
+    the output: pipeline/eval_sets.py); any other pack as it is."""
+    if pack != cleaning.DECONT or not args.eval_sets:
+        return pack
+    store = kept_store.side_store(args.output, "decont")
+    return f"{pack}={eval_sets.index_folder(args, store).resolve()}"
+
+
+def check_decontamination(args) -> None:
+    eval_sets.check_flags(args)
+    packs = [x.strip() for x in args.rules.split(",")]
+    if args.eval_sets and cleaning.DECONT not in packs:
+        raise StageError(f"--eval-sets: add {cleaning.DECONT} to --rules to remove what "
+                         f"matches them (--rules {args.rules},{cleaning.DECONT})")
+    if cleaning.DECONT in packs and not args.eval_sets:
+        raise StageError(f"--rules {args.rules}: the {cleaning.DECONT} pack needs the "
+                         "evaluation sets to keep out: --eval-sets FILE...")
+
+
 def check(args) -> None:
+    check_decontamination(args)
     if args.examples < 0:
         raise StageError("--examples must be >= 0")
     if not 0.0 <= args.warn_share <= 1.0:
@@ -294,7 +316,8 @@ def config(run) -> dict:
     return {**recipe_of(a).config(), "lid_model": model_record(lid_path(a)),
             "report_all": a.report_all, "examples": a.examples, "example_chars": EXAMPLE_CHARS,
             "warn_share": a.warn_share, "task_mb": a.task_mb,
-            "keep_signals": not a.no_keep_signals}
+            "keep_signals": not a.no_keep_signals,
+            **({"eval_sets": eval_sets.settings(a)} if a.eval_sets else {})}
 
 
 def space(run) -> int:

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from algorithms import cleaning
 from algorithms.cleaning import Decider, LanguageRule, Recipe, Signals
 from algorithms.arrays import from_numpy, strings
-from pipeline import kept_store
+from pipeline import decontamination_report, kept_store
 from pipeline.clean_flags import EXAMPLE_CHARS
 from pipeline.clean_signals import signal_deps
 from pipeline.disk import temporary_beside
@@ -384,6 +384,8 @@ def stage_output(run, recipe: Recipe, results: list[dict], signals_dir: Path | N
     rows = rule_rows(tot, recipe, args.warn_share)
     write_reports(run.staging / "report", rows, tot, recipe, run.staged.config,
                   args.warn_share, signals)
+    decont = decontamination_report.report(run, recipe, signals_dir,
+                                           tot["removed"].get(cleaning.DECONT, 0), args.examples)
     carry_sweep_reports(out, run.staging)
 
     counts = {k: tot[k] for k in ("docs_in", "docs_out", "bytes_in", "bytes_out")}
@@ -408,4 +410,8 @@ def stage_output(run, recipe: Recipe, results: list[dict], signals_dir: Path | N
                  f"wrote {out}/ ({len(results)} shards"
                  f"{f', {reused} reused unchanged' if reused else ''}), "
                  f"{out}/report/clean_stats.md and removed examples in "
-                 f"{out}/report/removed_<rule>.jsonl", *exported], outside=outside)
+                 f"{out}/report/removed_<rule>.jsonl", *exported,
+                 *([f"decontamination: {decont.get('flagged', '?')} documents share n-grams "
+                    f"with {sum(s['found'] for s in decont['sets'].values())} evaluation "
+                    f"items: {out}/report/decontamination.md"] if decont else [])],
+        outside=outside)

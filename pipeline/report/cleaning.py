@@ -11,7 +11,7 @@ from pipeline.report.charts import BLUE, GREY, RED, language_chart, near_thresho
 from pipeline.report.html import (Html, badge, esc, example_pre, fmt, hfmt, img, note, share,
                                   table)
 from pipeline.report.page import banners, section, section_status, subsection
-from pipeline.report.state import CLEAN_STATS, CLEAN_SWEEP, Run
+from pipeline.report.state import CLEAN_DECONT, CLEAN_STATS, CLEAN_SWEEP, Run
 from pipeline.tables import human_bytes
 
 EXAMPLES = 5                 # example texts per cleaning rule
@@ -209,6 +209,39 @@ def swept_value(config: dict, param: str):
     return v
 
 
+def marked(context: dict) -> Html:
+    """A document's text around a match, the matched n-grams' characters in <mark>."""
+    text, out, last = context["text"], [], 0
+    for a, b in context["marks"]:
+        out += [esc(text[last:a]), Html("<mark>"), esc(text[a:b]), Html("</mark>")]
+        last = b
+    out.append(esc(text[last:]))
+    return Html(("… " if context.get("cut_before") else "") + "".join(out)
+                + (" …" if context.get("cut_after") else ""))
+
+
+def decontamination(d: dict) -> Html:
+    """Per evaluation set: its items, those found, the documents flagged; then examples,
+    each with its item and the matched n-grams marked in context."""
+    rows = [[name, s["items"], s["too_short"], s["found"], s["documents"]]
+            for name, s in d["sets"].items()]
+    body = [note(f"Word {d['n']}-grams of the evaluation items (a Chinese character is a "
+                 f"word), {fmt(d['ngrams'])} in the index: a document with more than "
+                 f"{esc(d['threshold'])} of them is removed; {fmt(d['removed_first'])} were "
+                 "counted under this rule, after the rules before it."),
+            table(["evaluation set", "items", f"items under {d['n']} words (never found)",
+                   "items found", "documents flagged"], rows)]
+    if d.get("note"):
+        body.append(note(d["note"]))
+    for e in d["examples"][:EXAMPLES]:
+        body.append(Html(
+            f'<div class="example"><p><b>{esc(e["id"])}</b>: {esc(e["set"])} item '
+            f'{esc(e["item"])}, {esc(e["matched_ngrams"])} n-grams; question: '
+            f'<i>{esc(e["question"])}</i> answer: <i>{esc(e["answer"])}</i></p>'
+            f'<pre class="doc">{marked(e["context"])}</pre></div>'))
+    return Html("".join(body))
+
+
 def section_cleaning(run: Run) -> Html:
     st = run.states["clean"]
     body = [banners(run, [st])]
@@ -256,5 +289,8 @@ def section_cleaning(run: Run) -> Html:
                    f"an earlier rule before language ID; allowed languages: "
                    f"{', '.join(map(str, config.get('languages') or []))}.")
             + "</div></div>"), "languages"))
+        decont = run.files.json(CLEAN_DECONT)
+        if decont is not None:
+            body.append(subsection("Decontamination", decontamination(decont), "decontamination"))
         body.append(subsection("Threshold sweep", clean_sweep(run), "clean-sweep"))
     return section("cleaning", "2. Cleaning", section_status([st]), "".join(body))

@@ -54,6 +54,7 @@ FUNNEL = ["download_data", "clean", "dedup_exact", "dedup_minhash", "pack_parall
 # report files, relative to the data folder
 CLEAN_STATS = "cleaned/report/clean_stats.json"
 CLEAN_SWEEP = "cleaned/report/sweep.json"
+CLEAN_DECONT = "cleaned/report/decontamination.json"
 EXACT_STATS = "dedup_exact/report/dedup_exact_stats.json"
 MINHASH_STATS = "dedup/report/dedup_minhash_stats.json"
 MINHASH_SWEEP = "dedup/report/sweep.json"
