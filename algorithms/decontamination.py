@@ -108,14 +108,21 @@ def ngrams(toks: tuple[str, ...], n: int) -> list[tuple[str, ...]]:
 def item_ngrams(question: str | None, answer: str, n: int = NGRAM) -> list[tuple[str, ...]]:
     """The n-grams that reveal an item: its answer's, and those overlapping the end of
     the question and the start of the answer (each needs at least one token of both).
-    No question: the answer's alone."""
+    No question: the answer's alone. An n-gram of fewer than half distinct tokens is
+    left out: "0 0 0 ..." (a table of numbers, normalised) or a run of box-drawing
+    characters is in countless documents and tells nothing of the item."""
     a = tokens(answer)
     grams = ngrams(a, n)
     if question:
         q = tokens(question)
         grams += [q[len(q) - (n - 1 - i):] + a[:i + 1] for i in range(n - 1)
                   if len(q) >= n - 1 - i and len(a) >= i + 1]
-    return grams
+    return [g for g in grams if telling(g)]
+
+
+def telling(gram: tuple[str, ...]) -> bool:
+    """Whether an n-gram has at least half as many distinct tokens as tokens."""
+    return 2 * len(set(gram)) >= len(gram)
 
 
 class Index(NamedTuple):
@@ -220,7 +227,7 @@ def save_index(index: Index, path: Path) -> None:
 
 def load_index(path: Path) -> Index:
     with np.load(path) as z:
-        return Index(z["hashes"], z["items"].astype(np.int64), int(z["n"]))
+        return Index(z["hashes"], z["items"], int(z["n"]))
 
 
 _LOADED: dict[str, tuple[Index, np.ndarray]] = {}

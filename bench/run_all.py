@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from common import avx2_env, corpus_texts, cpu_model  # noqa: E402
 
-BENCHES = ["clean", "quality_signals", "dedup_exact", "minhash", "tokenizer", "trainer", "pack",
-           "rerun"]
+BENCHES = ["clean", "quality_signals", "decont", "dedup_exact", "minhash", "tokenizer", "trainer",
+           "pack", "rerun"]
 FINEWEB_BYTES = 28.5e9
 # which measured row stands for each pipeline stage in the projection
 PROJECTION_ROWS = {

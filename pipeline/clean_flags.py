@@ -197,7 +197,7 @@ def flags(p, argv) -> None:
     # a pack's flag without its pack (packs' flags start with their name; the table is
     # read only then: it imports the packs' module)
     stray = {f for f in given - {r.flag for r in rules}
-             if f.startswith(("--fineweb-", "--gopher-", "--c4-", "--min-", "--max-"))}
+             if f.startswith(("--fineweb-", "--gopher-", "--c4-", "--min-", "--max-", "--decont-"))}
     for flag, pack in (cleaning.pack_flags().items() if stray else ()):
         if flag in stray:
             raise StageError(f"{flag} is a threshold of the {pack} pack, which this run "

@@ -82,7 +82,8 @@ def exercise() -> None:
     """The kernels a real corpus reaches and the sample's runs do not: dedup_exact's
     digests (below 64 MB of text the stage digests in Python), MinHash's paths for texts
     with a character only str.lower() lowercases and for texts longer than LONG_TEXT, the
-    tokenizer sample's piece sampling, verify.py's band hashes. Called through the same functions the stages call,
+    tokenizer sample's piece sampling, verify.py's band hashes, the decontaminate rule's
+    n-gram count. Called through the same functions the stages call,
     so numba's cache records the same argument types (run with DATAPREP_AOT=0)."""
     import pyarrow as pa
 
@@ -104,6 +105,10 @@ def exercise() -> None:
     mh.signatures(texts, normalised=True)
     band_hashes(mh.signatures(texts), 16, 8)       # as verify.py recomputes a sample's bands
     sampled_pieces(*text_buffers(col), PIECE_SAMPLE_BITS)
+    # clean.py's decontaminate rule and verify.py's item 11 (the sample runs neither)
+    from algorithms import decontamination, decontamination_fast
+    index = decontamination.build_index([("a plain english", "text with spaces")], 3)
+    decontamination_fast.matched_ngrams(col, index, decontamination_fast.bitmap(index.hashes))
 
 
 # --------------------------------------------------------------------------------------

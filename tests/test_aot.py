@@ -24,8 +24,8 @@ import output_digests as od  # noqa: E402
 from algorithms import jit  # noqa: E402
 
 RECORD = Path(__file__).parent / "data" / "sample_digests.json"
-KERNEL_MODULES = ["bpe_trainer", "cleaning_fast", "exact_dedup_fast", "kernels", "langid_fast",
-                  "minhash_fast", "packing_fast", "quality_signals_fast",
+KERNEL_MODULES = ["bpe_trainer", "cleaning_fast", "decontamination_fast", "exact_dedup_fast",
+                  "kernels", "langid_fast", "minhash_fast", "packing_fast", "quality_signals_fast",
                   "tokenizer_sample_fast", "words_fast"]
 
 

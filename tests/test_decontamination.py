@@ -334,3 +334,20 @@ def test_report_page_marks_the_matches(planted, tmp_path):
     marks = re.findall(r"<mark>(.*?)</mark>", page, re.S)
     assert marks and any("glassmakers" in m.lower() or "ledger" in m.lower()
                          or "lanterns" in m.lower() or "hygrometer" in m.lower() for m in marks)
+
+
+def test_bench_quick_smoke():
+    """bench/bench_decont.py on part of the sample: both sides timed, the same documents
+    removed, every planted copy found, the Chinese n table filled."""
+    import sys
+
+    from conftest import ROOT
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_decont
+
+    res = bench_decont.run(pq.read_table(SAMPLE).column("text").to_pylist()[:600], quick=True)
+    ours, theirs, agree = res["rows"]
+    assert ours["mb_per_s_per_core"] > 0 and theirs["mb_per_s_per_core"] > 0
+    assert agree["ratio"] >= 0.99 and res["agreement"]["compared"] > 100
+    assert all(a == b for a, b in (v.split("/") for v in res["recall"].values()))
+    assert [r["n"] for r in res["chinese_n"]] == list(bench_decont.ZH_NS)

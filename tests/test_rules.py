@@ -411,7 +411,7 @@ def test_pack_flags_name_every_built_in_rules_flag():
             built.setdefault(r.flag, pack)
     assert cleaning.pack_flags() == built
     # clean.py looks the table up only for flags of these shapes: every pack flag has one
-    assert all(f.startswith(("--fineweb-", "--gopher-", "--c4-", "--min-", "--max-"))
+    assert all(f.startswith(("--fineweb-", "--gopher-", "--c4-", "--min-", "--max-", "--decont-"))
                for f in built)
 
 

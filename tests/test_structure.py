@@ -54,6 +54,7 @@ WRAPS = {
     "ids.py": {"xxhash"},                          # the seeded id hash of 4.7 and 5.7
     "langid.py": {"fasttext"},                     # 2.2's language ID
     "quality_signals.py": {"datatrove", "spacy"},  # the rule packs' reference words
+    "decontamination.py": {"datatrove"},           # its punctuation, as simplify_text's
     "packing_fast.py": {"regex"},                  # GPT-2's split pattern's classes
     "tokenizer_file.py": {"tokenizers", "tiktoken"}, "packing.py": {"tokenizers"},
     "bpe_trainer.py": {"tokenizers"}, "tokenizer_checks.py": {"tokenizers"},
