@@ -43,7 +43,7 @@ from pipeline.disk import report_write_failed
 from pipeline.errors import StageError, refusal, run_stage
 from pipeline.lock import FolderLock
 from pipeline.stage import ReportOutput, ReportRun, ReportStage
-from pipeline import eval_sets
+from pipeline import eval_sets, kept_store
 from pipeline.verify.contamination import check_eval_sets
 from pipeline.verify.context import PACK_MANIFEST, Context, Item, Missing
 from pipeline.verify.decoded import check_eos, check_round_trip, check_windows
@@ -171,8 +171,15 @@ def check(a) -> None:
     eval_sets.check_flags(a)
     if a.max_eval_items < 0:
         raise StageError(f"--max-eval-items {a.max_eval_items}: must be >= 0")
+    if a.eval_sets and Path(a.data_dir).is_dir():   # a bad evaluation file: one line, exit 2
+        eval_sets.index_folder(a, decont_store(a))
     if a.smoke_dir is not None and not Path(a.smoke_dir).is_dir():
         raise StageError(f"--smoke-dir {a.smoke_dir} is not a folder")
+
+
+def decont_store(a) -> Path:
+    """Where item 11's n-gram index is kept: beside the data folder's outputs."""
+    return kept_store.side_store(Path(a.data_dir) / "verify", "decont")
 
 
 def locks(run: ReportRun) -> list:

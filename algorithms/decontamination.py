@@ -37,13 +37,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
 import numpy as np
 from datatrove.utils.text import PUNCTUATION
 
+from .rules import Pass, Rule
 from .words import words
 
 NGRAM = 13              # GPT-3's 13-grams (datatrove: 12)
@@ -266,9 +267,6 @@ def rules(folder: str | None = None, key: str = "") -> tuple:
     """The decontaminate pack: one rule, its signal measured against the index kept in
     `folder` (its version names the index's key, so other evaluation sets re-measure this
     signal alone); None: declared only (its flag), not measurable."""
-    from functools import partial
-
-    from .rules import Pass, Rule
     scan = Pass(partial(_measure_batch, folder), version=f"{PACK}:{VERSION}:{key}",
                 reference=partial(_measure_one, folder))
     return (Rule(PACK, "Shares an n-gram with an evaluation item: benchmark text in training "

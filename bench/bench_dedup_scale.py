@@ -400,13 +400,7 @@ def main(argv=None) -> int:
         old = json.loads(Path(a.again).read_text())
         for key in ("num_perm", "bands", "rows", "workers"):
             setattr(a, key, old["args"][key])
-        proj = projection(old["rows"][-1], a)
-        md = markdown(old["rows"], proj, a)
-        Path(a.out + ".json").write_text(json.dumps({**old, "projection": proj,
-                                                     "args": {**old["args"], **vars(a)}},
-                                                    indent=1))
-        Path(a.out + ".md").write_text(md)
-        print(md)
+        print(write_results(a, old["rows"], old["cpu"], {**old["args"], **vars(a)}))
         return 0
     sizes = [int(float(x)) for x in a.docs.split(",")]
     base = Path(a.work)
@@ -416,14 +410,20 @@ def main(argv=None) -> int:
         print(f"{n:,} documents ...", file=sys.stderr, flush=True)
         rows.append(one_size(n, base, a))
         print(json.dumps({k: v for k, v in rows[-1].items() if k != "phases"}), file=sys.stderr)
-        proj = projection(rows[-1], a)   # written after every size: a long run shows its way
-        md = markdown(rows, proj, a)
-        Path(a.out + ".json").write_text(json.dumps({"cpu": cpu_model(), "rows": rows,
-                                                     "projection": proj, "args": vars(a)},
-                                                    indent=1))
-        Path(a.out + ".md").write_text(md)
-    print(md)
+        md = write_results(a, rows, cpu_model(), vars(a))   # after every size: a long run
+    print(md)                                              # shows its way
     return 0
+
+
+def write_results(a, rows: list[dict], cpu: str, args: dict) -> str:
+    """OUT.json (the rows, the projection from the largest, the settings) and OUT.md;
+    returns the Markdown."""
+    proj = projection(rows[-1], a)
+    md = markdown(rows, proj, a)
+    Path(a.out + ".json").write_text(json.dumps({"cpu": cpu, "rows": rows, "projection": proj,
+                                                 "args": args}, indent=1))
+    Path(a.out + ".md").write_text(md)
+    return md
 
 
 if __name__ == "__main__":

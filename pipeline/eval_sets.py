@@ -156,10 +156,13 @@ def _digest(path: Path) -> str:
 
 def settings(args) -> dict:
     """What the index depends on (the config records it): each file by name and digest."""
-    return {"files": [{"name": Path(p).name, "sha256": _digest(Path(p))}
-                      for p in args.eval_sets],
-            "question_field": args.eval_question_field,
-            "answer_field": args.eval_answer_field, "n": args.decont_n,
+    return _settings(tuple(args.eval_sets), args.eval_question_field, args.eval_answer_field,
+                     args.decont_n)
+
+
+def _settings(paths: tuple, question_field: str, answer_field: str, n: int) -> dict:
+    return {"files": [{"name": Path(p).name, "sha256": _digest(Path(p))} for p in paths],
+            "question_field": question_field, "answer_field": answer_field, "n": n,
             "version": D.VERSION}
 
 
@@ -177,10 +180,7 @@ def index_folder(args, store: Path) -> Path:
 @functools.lru_cache(maxsize=None)
 def _index_folder(paths: tuple, question_field: str, answer_field: str, n: int,
                   store: str) -> Path:
-    class A:   # the settings as the flags give them
-        eval_sets, eval_question_field, eval_answer_field, decont_n = (
-            paths, question_field, answer_field, n)
-    s = settings(A)
+    s = _settings(paths, question_field, answer_field, n)
     folder = Path(store) / key_of(s)
     if (folder / "index.npz").is_file() and (folder / "items.parquet").is_file():
         return folder

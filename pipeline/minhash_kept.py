@@ -133,41 +133,45 @@ def kept_candidates(output: Path, deps: dict) -> tuple[np.ndarray | None, int, l
     """Candidates kept by an earlier run (the output's, then a sweep's side store) for
     exactly these band hashes and signatures: (rows of [doc a, doc b, matching positions],
     band collisions, notes); (None, 0, notes) if none."""
-    notes = []
-    recorded = kept_store.recorded_index_digest(output, "kept", "candidates")
-    for where in (output, side_store(output, KIND)):
-        data, extra, why = load_whole(where / "candidates", deps,
-                                      recorded if where == output else None)
-        if data is not None:
-            kept = np.load(io.BytesIO(data))
-            if kept.ndim == 2 and kept.shape[1] == 3 and "band_pairs" in extra:
-                notes.append(f"candidates and their similarities reused from "
-                             f"{where / 'candidates'}: buckets and verification skipped")
-                return kept, int(extra["band_pairs"]), notes
-            why = "not a candidate list"
-        if why != "none kept":
-            notes.append(f"kept candidates in {where / 'candidates'} not used: {why}")
-    return None, 0, notes
+    def whole(folder: Path, recorded):
+        data, extra, why = load_whole(folder, deps, recorded)
+        if data is None:
+            return None, extra, why
+        kept = np.load(io.BytesIO(data))
+        return (kept, kept), extra, why
+
+    return _kept_candidates(output, whole)
 
 
 def kept_candidate_file(output: Path, deps: dict) -> tuple[str | None, int, list[str]]:
     """kept_candidates for --cluster tasks: where the kept file is (its digest checked in
     chunks, never held whole), for the candidates tasks to read a slice each; (path, band
     collisions, notes), or (None, 0, notes)."""
+    def located(folder: Path, recorded):
+        piece, extra, why = kept_store.whole_piece(folder, deps, recorded)
+        if piece is None:
+            return None, extra, why
+        if not kept_store.checks_out(piece):
+            return None, extra, f"{Path(piece['path']).name}: digest mismatch"
+        return (np.load(piece["path"], mmap_mode="r"), piece["path"]), extra, why
+
+    return _kept_candidates(output, located)
+
+
+def _kept_candidates(output: Path, take) -> tuple:
+    """The output's kept candidates, then a sweep's side store's: take(folder, recorded
+    index digest) gives ((array, what to return), extra, why not)."""
     notes = []
     recorded = kept_store.recorded_index_digest(output, "kept", "candidates")
     for where in (output, side_store(output, KIND)):
-        piece, extra, why = kept_store.whole_piece(where / "candidates", deps,
-                                                   recorded if where == output else None)
-        if piece is not None:
-            why = f"{Path(piece['path']).name}: digest mismatch"
-            if kept_store.checks_out(piece):
-                arr = np.load(piece["path"], mmap_mode="r")
-                if arr.ndim == 2 and arr.shape[1] == 3 and "band_pairs" in extra:
-                    notes.append(f"candidates and their similarities reused from "
-                                 f"{where / 'candidates'}: buckets and verification skipped")
-                    return piece["path"], int(extra["band_pairs"]), notes
-                why = "not a candidate list"
+        got, extra, why = take(where / "candidates", recorded if where == output else None)
+        if got is not None:
+            arr, value = got
+            if arr.ndim == 2 and arr.shape[1] == 3 and "band_pairs" in extra:
+                notes.append(f"candidates and their similarities reused from "
+                             f"{where / 'candidates'}: buckets and verification skipped")
+                return value, int(extra["band_pairs"]), notes
+            why = "not a candidate list"
         if why != "none kept":
             notes.append(f"kept candidates in {where / 'candidates'} not used: {why}")
     return None, 0, notes

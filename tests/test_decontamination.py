@@ -253,6 +253,16 @@ def test_bad_eval_files_are_one_line_and_lose_nothing(planted, tmp_path, name, c
     assert snapshot(out) == before
 
 
+def test_verify_refuses_a_bad_eval_file_before_any_check(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q"}\n')
+    (tmp_path / "data").mkdir()
+    cp = run_script("verify.py", "--data-dir", tmp_path / "data", "--eval-sets", bad,
+                    check=False)
+    assert cp.returncode == 2 and "bad.jsonl:1: no field 'answer'" in cp.stderr
+    assert not (tmp_path / "data" / "verify_report.md").exists()
+
+
 def test_flags_refused_without_their_pack_or_sets(planted, tmp_path):
     cp = run_script("clean.py", "--input", planted / "raw", "--output", tmp_path / "o",
                     "--eval-sets", planted / "qa.jsonl", check=False)

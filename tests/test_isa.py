@@ -1,6 +1,6 @@
 """The compiled kernels built for an AVX2 CPU without AVX-512 give what the host's build
-gives: dedup_exact's digests, the compiled BPE trainer's tokenizer.json and the compiled
-encoder's ids. (MinHash has its own test in test_minhash_kernel.py.) The benchmark
+gives: dedup_exact's digests, the compiled BPE trainer's tokenizer.json, the compiled
+encoder's ids and the decontaminate rule's n-gram counts. (MinHash has its own test in test_minhash_kernel.py.) The benchmark
 machine has AVX-512; users' machines often do not, and a kernel can vectorise
 differently for another CPU."""
 
@@ -28,6 +28,10 @@ digests = exact_dedup_fast.batch_digests(pa.array(texts, pa.string()))
 tok = bpe_trainer.train_fast([texts[:200], texts[200:400]], 1200, 0, threads=1)
 enc = BpeEncoder.from_tokenizer(tok)
 ids = enc.pack(texts, 0)
+from algorithms import decontamination, decontamination_fast
+index = decontamination.build_index([(None, t) for t in texts[:100:7]], 8)
+counts = decontamination_fast.matched_ngrams(pa.array(texts, pa.string()), index)
+assert counts.sum() > 0
 fresh = njit(exact_dedup_fast._normalise_docs.py_func)   # cached code cannot be inspected
 data = np.frombuffer(b"Ab  c", np.uint8)
 fresh(data, np.array([0, 5], np.int64), exact_dedup_fast._char_map(), np.empty(16, np.uint8),
@@ -36,7 +40,8 @@ asm = fresh.inspect_asm(fresh.signatures[0])
 print(json.dumps({{"cpu": numba.config.CPU_NAME, "zmm": "zmm" in asm,
                    "digests": hashlib.sha256(b"".join(digests)).hexdigest(),
                    "tokenizer": hashlib.sha256(tok.to_str().encode()).hexdigest(),
-                   "ids": hashlib.sha256(np.asarray(ids, np.int64).tobytes()).hexdigest()}}))
+                   "ids": hashlib.sha256(np.asarray(ids, np.int64).tobytes()).hexdigest(),
+                   "decont": hashlib.sha256(counts.tobytes()).hexdigest()}}))
 """
 
 
@@ -54,5 +59,5 @@ def test_avx2_build_of_the_kernels_gives_the_hosts_results():
     # NUMBA_CPU_FEATURES takes the named CPU's own features: AVX2, no AVX-512
     avx2 = run_child(dict(os.environ, NUMBA_CPU_NAME="haswell", NUMBA_CPU_FEATURES=""))
     assert avx2["cpu"] == "haswell" and not avx2["zmm"]
-    for what in ("digests", "tokenizer", "ids"):
+    for what in ("digests", "tokenizer", "ids", "decont"):
         assert avx2[what] == host[what], what
