@@ -67,8 +67,8 @@ def test_bench_suite_smoke(tmp_path):
     cp = run_script("bench/run_all.py", "--quick", "--out", tmp_path, timeout=900)
     results = json.loads((tmp_path / "quick.json").read_text())
     names = {r["bench"] for r in results}
-    assert names == {"clean", "quality_signals", "dedup_exact", "minhash", "tokenizer",
-                     "trainer", "pack", "rerun"}, cp.stdout
+    assert names == {"clean", "quality_signals", "decont", "dedup_exact", "minhash",
+                     "tokenizer", "trainer", "pack", "rerun"}, cp.stdout
     for r in results:
         assert not r.get("error"), (r["bench"], r.get("error"))
         assert r["rows"] and r["peak_rss_mb"] > 0
@@ -82,6 +82,8 @@ def test_bench_suite_smoke(tmp_path):
                 assert r["extra"]["unchanged_rerun_linked_every_file"] == {"clean": True,
                                                                           "dedup_minhash": True}
                 assert r["extra"]["unchanged_download_rewrote_nothing"] is True
+            elif "mb_per_s_per_core" not in row:   # a judged figure that is not a speed
+                assert row["name"] and 0 <= row["ratio"] <= 1 and row["ok"] is not None
             else:
                 assert row["mb_per_s_per_core"] > 0 and row["name"]
     assert "projected wall time for FineWeb-Edu sample-10BT" in cp.stdout
