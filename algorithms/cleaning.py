@@ -190,7 +190,7 @@ def pack_names() -> list[str]:
     return [*PACKS, *QUALITY_PACKS, DECONT]
 
 
-# The decontaminate pack (algorithms/decontamination.py) measures against an index of the
+# The decontaminate pack (algorithms/rule_packs.py) measures against an index of the
 # user's evaluation sets: "decontaminate=FOLDER" names the pack bound to the index kept
 # in FOLDER (what clean.py's tasks rebuild); plain "decontaminate" only declares it.
 DECONT = "decontaminate"
@@ -206,9 +206,7 @@ def pack_flags() -> dict[str, str]:
     from . import rule_packs
 
     out = {}
-    from . import decontamination
-
-    for pack, rules in {**PACKS, **rule_packs.PACKS, DECONT: decontamination.rules()}.items():
+    for pack, rules in {**PACKS, **rule_packs.PACKS, DECONT: rule_packs.decontaminate()}.items():
         for r in rules:
             out.setdefault(r.flag, pack)
     return out
@@ -224,10 +222,10 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
 
         return rule_packs.PACKS[pack]
     if pack_name(pack) == DECONT:
-        from . import decontamination
+        from . import rule_packs
 
         folder = pack.partition("=")[2] or None
-        return decontamination.rules(folder, Path(folder).name if folder else "")
+        return rule_packs.decontaminate(folder, Path(folder).name if folder else "")
     import importlib.util
 
     path = Path(pack)

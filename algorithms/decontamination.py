@@ -37,14 +37,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from functools import lru_cache, partial
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
 import numpy as np
 from datatrove.utils.text import PUNCTUATION
 
-from .rules import Pass, Rule
 from .words import words
 
 NGRAM = 13              # GPT-3's 13-grams (datatrove: 12)
@@ -216,7 +215,7 @@ def matched_spans(text: str, index: Index) -> list[tuple[int, int]]:
 
 
 # --------------------------------------------------------------------------------------
-# The index on disk, and clean.py's rule (the decontaminate pack)
+# The index on disk (clean.py's rule, the decontaminate pack: algorithms/rule_packs.py)
 # --------------------------------------------------------------------------------------
 
 def save_index(index: Index, path: Path) -> None:
@@ -229,47 +228,3 @@ def save_index(index: Index, path: Path) -> None:
 def load_index(path: Path) -> Index:
     with np.load(path) as z:
         return Index(z["hashes"], z["items"], int(z["n"]))
-
-
-_LOADED: dict[str, tuple[Index, np.ndarray]] = {}
-
-
-def loaded(folder: str) -> tuple[Index, np.ndarray]:
-    """The index kept in `folder` (index.npz), and its bitmap: read once per process."""
-    if folder not in _LOADED:
-        from .decontamination_fast import bitmap
-        index = load_index(Path(folder) / "index.npz")
-        _LOADED[folder] = (index, bitmap(index.hashes))
-    return _LOADED[folder]
-
-
-def _measure_batch(folder: str | None, texts) -> dict:
-    from . import decontamination_fast   # numba: imported only when measuring
-    index, bits = loaded(_bound(folder))
-    return {"matched_ngrams": decontamination_fast.matched_ngrams(texts, index, bits)}
-
-
-def _measure_one(folder: str | None, text: str) -> dict:
-    return {"matched_ngrams": matched_ngrams(text, loaded(_bound(folder))[0])}
-
-
-def _bound(folder: str | None) -> str:
-    if folder is None:
-        raise ValueError("the decontaminate rule needs its evaluation sets (--eval-sets)")
-    return folder
-
-
-COUNT_BINS = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 1e4, 1e5)
-PACK = "decontaminate"
-
-
-def rules(folder: str | None = None, key: str = "") -> tuple:
-    """The decontaminate pack: one rule, its signal measured against the index kept in
-    `folder` (its version names the index's key, so other evaluation sets re-measure this
-    signal alone); None: declared only (its flag), not measurable."""
-    scan = Pass(partial(_measure_batch, folder), version=f"{PACK}:{VERSION}:{key}",
-                reference=partial(_measure_one, folder))
-    return (Rule(PACK, "Shares an n-gram with an evaluation item: benchmark text in training "
-                       "data.", f"{PACK}.matched_ngrams", scan["matched_ngrams"], 0, "above",
-                 "--decont-max-ngrams", int, bins=COUNT_BINS, scale="log", valid=(0, None),
-                 shows="> {t} n-grams of an evaluation item"),)

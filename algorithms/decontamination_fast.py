@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import unicodedata
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -52,6 +53,17 @@ def bitmap(hashes: np.ndarray) -> np.ndarray:
     top = (hashes >> np.uint64(64 - BITS)).astype(np.int64)
     np.bitwise_or.at(bits, top >> 3, (1 << (top & 7)).astype(np.uint8))
     return bits
+
+
+_LOADED: dict[str, tuple[D.Index, np.ndarray]] = {}
+
+
+def loaded(folder: str) -> tuple[D.Index, np.ndarray]:
+    """The index kept in `folder` (index.npz), and its bitmap: read once per process."""
+    if folder not in _LOADED:
+        index = D.load_index(Path(folder) / "index.npz")
+        _LOADED[folder] = (index, bitmap(index.hashes))
+    return _LOADED[folder]
 
 
 def matched_ngrams(col: pa.Array | pa.ChunkedArray, index: D.Index,

@@ -5,6 +5,8 @@ declared as a Rule (algorithms/rules.py), with datatrove 0.10.1's defaults:
     gopher_quality     Gopher's quality rules (10 rules)
     gopher_repetition  Gopher's repetition rules (14 rules)
     c4                 C4's document-level rules (3 rules; this project never edits text)
+    decontaminate      an evaluation item's n-grams in the document (1 rule, measured
+                       against the index of --eval-sets: algorithms/decontamination.py)
 
 Each rule reads one number of algorithms/quality_signals.py (one short function each,
 the readable definition, which the reference engine runs) through its pack's Pass, which
@@ -208,6 +210,56 @@ C4 = (   # datatrove C4QualityFilter, its document-level checks only
 
 PACKS = {"fineweb": FINEWEB, "gopher_quality": GOPHER_QUALITY,
          "gopher_repetition": GOPHER_REPETITION, "c4": C4}
+
+
+# The decontaminate pack: one rule, whose signal is measured against the n-gram index of
+# the user's evaluation sets (algorithms/decontamination.py), kept in a folder that
+# clean.py names when it binds the pack (pipeline/eval_sets.py).
+
+def _decont_batch(folder: str | None, texts) -> dict:
+    from . import decontamination_fast   # numba: imported only when measuring
+    index, bits = decontamination_fast.loaded(_bound(folder))
+    return {"matched_ngrams": decontamination_fast.matched_ngrams(texts, index, bits)}
+
+
+def _decont_one(folder: str | None, text: str) -> dict:
+    from . import decontamination
+    index = _index(_bound(folder))
+    return {"matched_ngrams": decontamination.matched_ngrams(text, index)}
+
+
+@functools.lru_cache(maxsize=4)
+def _index(folder: str):
+    """The index alone, read once per process (the reference engine needs no bitmap)."""
+    from pathlib import Path
+
+    from .decontamination import load_index
+    return load_index(Path(folder) / "index.npz")
+
+
+def _bound(folder: str | None) -> str:
+    if folder is None:
+        raise ValueError("the decontaminate rule needs its evaluation sets (--eval-sets)")
+    return folder
+
+
+MATCHED = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 1e4, 1e5)
+
+
+def decontaminate(folder: str | None = None, key: str = "") -> tuple[Rule, ...]:
+    """The decontaminate pack bound to the index kept in `folder` (the signal's version
+    names the index's key, so other evaluation sets re-measure this signal alone); None:
+    declared only (its flag), not measurable."""
+    from .decontamination import VERSION
+
+    scan = Pass(functools.partial(_decont_batch, folder),
+                version=f"decontaminate:{VERSION}:{key}",
+                reference=functools.partial(_decont_one, folder))
+    # GPT-3 and datatrove: one n-gram of an evaluation item removes the document
+    return (Rule("decontaminate", "Shares an n-gram with an evaluation item: benchmark text "
+                 "in training data.", "decontaminate.matched_ngrams", scan["matched_ngrams"],
+                 0, "above", "--decont-max-ngrams", int, bins=MATCHED, scale="log",
+                 valid=(0, None), shows="> {t} n-grams of an evaluation item"),)
 
 
 def decide(pack: str, values: dict, lang: str = "en") -> list[str]:

@@ -48,7 +48,7 @@ def check_eval_sets(ctx: Context) -> Item:
     it = Item(11, "no evaluation item in train.bin / val.bin")
     folder = eval_sets.index_folder(args, kept_store.side_store(ctx.data / "verify", "decont"))
     # (verify.py's check() built it already, or refused the files: the same folder)
-    index, bits = D.loaded(str(folder))
+    index, bits = decontamination_fast.loaded(str(folder))
     items = pq.read_table(folder / "items.parquet").to_pydict()
     summ = eval_sets.summary(folder)
     found = {}
