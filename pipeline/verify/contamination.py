@@ -24,6 +24,7 @@ CHUNK = 1 << 16       # tokens decoded at a time
 OVERLAP = 1024        # tokens a chunk shares with the one before (an n-gram's worth, and more)
 EXAMPLES = 5
 CONTEXT = 160
+WINDOW, WINDOW_OVERLAP = 8000, 2000   # characters: matching_windows
 
 
 def decoded_chunks(ctx: Context, path):
@@ -42,6 +43,20 @@ def decoded_chunks(ctx: Context, path):
         start += CHUNK
 
 
+def matching_windows(text: str, index, bits) -> list[str]:
+    """The parts of a chunk's text that hold a matched n-gram, for the readable matches
+    (slow: a chunk is some 250,000 characters): windows of WINDOW characters, each
+    overlapping the next by WINDOW_OVERLAP, counted by the compiled path, those that
+    match kept; the whole text if its count is not 0 but no window's is (an n-gram longer
+    than the overlap)."""
+    if not decontamination_fast.matched_ngrams(pa.array([text]), index, bits)[0]:
+        return []
+    step = WINDOW - WINDOW_OVERLAP
+    windows = [text[i:i + WINDOW] for i in range(0, max(1, len(text) - WINDOW_OVERLAP), step)]
+    counts = decontamination_fast.matched_ngrams(pa.array(windows), index, bits)
+    return [w for w, c in zip(windows, counts) if c] or [text]
+
+
 def check_eval_sets(ctx: Context) -> Item:
     """Item 11: the items of each evaluation set found in train.bin and val.bin."""
     args = ctx.args
@@ -58,21 +73,20 @@ def check_eval_sets(ctx: Context) -> Item:
             it.fail(f"{p} missing", "pack_parallel.py has not run here; run it")
             continue
         hits: dict[int, int] = {}
-        for first, text in decoded_chunks(ctx, p):
-            if not decontamination_fast.matched_ngrams(pa.array([text]), index, bits)[0]:
-                continue
-            spans = None
-            for m in D.matches(text, index):
-                new = m.item not in hits
-                hits[m.item] = first
-                if new and len(it.data.setdefault("examples", [])) < EXAMPLES:
-                    spans = spans if spans is not None else D.token_spans(text)
-                    a, b = spans[m.first][0], spans[m.last][1]
-                    lo, hi = max(0, a - CONTEXT), min(len(text), b + CONTEXT)
-                    it.data["examples"].append({
-                        "file": name, "set": items["set"][m.item],
-                        "item": items["number"][m.item], "ngram": m.ngram,
-                        "text": text[lo:hi], "mark": [a - lo, b - lo]})
+        for first, chunk in decoded_chunks(ctx, p):
+            for text in matching_windows(chunk, index, bits):
+                spans = None
+                for m in D.matches(text, index):
+                    new = m.item not in hits
+                    hits[m.item] = first
+                    if new and len(it.data.setdefault("examples", [])) < EXAMPLES:
+                        spans = spans if spans is not None else D.token_spans(text)
+                        a, b = spans[m.first][0], spans[m.last][1]
+                        lo, hi = max(0, a - CONTEXT), min(len(text), b + CONTEXT)
+                        it.data["examples"].append({
+                            "file": name, "set": items["set"][m.item],
+                            "item": items["number"][m.item], "ngram": m.ngram,
+                            "text": text[lo:hi], "mark": [a - lo, b - lo]})
         found[name] = hits
     per_set: dict[str, list[int]] = {s: [0, 0] for s in summ["sets"]}
     for k, name in enumerate(("train.bin", "val.bin")):
