@@ -197,8 +197,9 @@ DECONT = "decontaminate"
 
 
 def pack_name(pack: str) -> str:
-    """A pack as the config records it: a bound decontaminate pack by its name."""
-    return DECONT if pack.startswith(DECONT + "=") else pack
+    """A pack as the config records it: a bound decontaminate pack by its name
+    ("decontaminate@N=FOLDER": another n's, judged beside the run's own in a sweep)."""
+    return DECONT if pack.startswith((DECONT + "=", DECONT + "@")) else pack
 
 
 def pack_flags() -> dict[str, str]:
@@ -224,8 +225,11 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
     if pack_name(pack) == DECONT:
         from . import rule_packs
 
-        folder = pack.partition("=")[2] or None
-        return rule_packs.decontaminate(folder, Path(folder).name if folder else "")
+        name, _, folder = pack.partition("=")
+        n = name.partition("@")[2]
+        return rule_packs.decontaminate(folder or None, Path(folder).name if folder else "",
+                                        f"{DECONT}.matched_{n}grams" if n else
+                                        f"{DECONT}.matched_ngrams")
     import importlib.util
 
     path = Path(pack)

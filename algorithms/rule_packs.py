@@ -246,10 +246,12 @@ def _bound(folder: str | None) -> str:
 MATCHED = (0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 1e4, 1e5)
 
 
-def decontaminate(folder: str | None = None, key: str = "") -> tuple[Rule, ...]:
+def decontaminate(folder: str | None = None, key: str = "",
+                  signal: str = "decontaminate.matched_ngrams") -> tuple[Rule, ...]:
     """The decontaminate pack bound to the index kept in `folder` (the signal's version
     names the index's key, so other evaluation sets re-measure this signal alone); None:
-    declared only (its flag), not measurable."""
+    declared only (its flag), not measurable. signal: another name for the signal of
+    another n, judged beside the run's own in a sweep (--sweep decont_n=...)."""
     from .decontamination import VERSION
 
     scan = Pass(functools.partial(_decont_batch, folder),
@@ -257,7 +259,7 @@ def decontaminate(folder: str | None = None, key: str = "") -> tuple[Rule, ...]:
                 reference=functools.partial(_decont_one, folder))
     # GPT-3 and datatrove: one n-gram of an evaluation item removes the document
     return (Rule("decontaminate", "Shares an n-gram with an evaluation item: benchmark text "
-                 "in training data.", "decontaminate.matched_ngrams", scan["matched_ngrams"],
+                 "in training data.", signal, scan["matched_ngrams"],
                  0, "above", "--decont-max-ngrams", int, bins=MATCHED, scale="log",
                  valid=(0, None), shows="> {t} n-grams of an evaluation item"),)
 

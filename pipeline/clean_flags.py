@@ -11,6 +11,7 @@ of the run owns (check_export_path). Each refusal is one line naming the flag an
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import sys
@@ -71,6 +72,8 @@ def sweepable(recipe: Recipe) -> dict[str, type]:
     out = {r.key: r.kind for r in recipe.rules}
     if any(isinstance(r, LanguageRule) for r in recipe.rules):
         out["languages"] = str   # only a language rule reads them
+    if any(r.name == cleaning.DECONT for r in recipe.rules):
+        out["decont_n"] = int    # another index, another signal, judged beside the run's
     return out
 
 
@@ -92,6 +95,10 @@ def _sweep_value(recipe: Recipe):
         if name == "languages":
             if not value:
                 raise ValueError("is an empty set of languages")
+            return
+        if name == "decont_n":
+            if value < 1:
+                raise ValueError("must be at least 1")
             return
         check_threshold(by_key[name], value)
     return check
@@ -261,13 +268,26 @@ def recipe_of(args) -> Recipe:
     return Recipe(rules, tuple(sorted(values)), languages, args.lid_chars, packs)
 
 
-def bound_pack(args, pack: str) -> str:
+def bound_pack(args, pack: str, n: int | None = None) -> str:
     """The decontaminate pack bound to the index of --eval-sets (built once, kept beside
-    the output: pipeline/eval_sets.py); any other pack as it is."""
+    the output: pipeline/eval_sets.py); any other pack as it is. n: another n than
+    --decont-n's, for a sweep (its signal has a name of its own)."""
     if pack != cleaning.DECONT or not args.eval_sets:
         return pack
     store = kept_store.side_store(args.output, "decont")
-    return f"{pack}={eval_sets.index_folder(args, store).resolve()}"
+    if n is None or n == args.decont_n:
+        return f"{pack}={eval_sets.index_folder(args, store).resolve()}"
+    other = argparse.Namespace(**{**vars(args), "decont_n": n})
+    return f"{pack}@{n}={eval_sets.index_folder(other, store, keep_others=True).resolve()}"
+
+
+def decont_n_recipe(args, base: Recipe, n: int) -> Recipe:
+    """The recipe of --sweep decont_n=...'s value n: the run's, its decontaminate rule
+    bound to the index of n-grams of that n."""
+    packs = tuple(bound_pack(args, cleaning.pack_name(p), n) if
+                  cleaning.pack_name(p) == cleaning.DECONT else p for p in base.packs)
+    rules = tuple(r for pack in packs for r in cleaning.load_rules(pack))
+    return Recipe(rules, base.values, base.languages, base.lid_chars, packs)
 
 
 def check_decontamination(args) -> None:

@@ -13,7 +13,7 @@ import sys
 
 from algorithms.cleaning import Recipe
 from pipeline import clean_task, kept_store
-from pipeline.clean_flags import lid_path, parse_clean_sweep, recipe_of
+from pipeline.clean_flags import decont_n_recipe, lid_path, parse_clean_sweep, recipe_of
 from pipeline.clean_report import example_texts, merge, signals_summary
 from pipeline.clean_signals import signal_deps, signal_sources
 from pipeline.stage import Run
@@ -22,14 +22,15 @@ from pipeline.units import describe
 from pipeline.tables import markdown_table, pct, snippet, table
 
 
-def plan_sweep(base: Recipe, sweeps: list[tuple[str, list]]) -> tuple[list[Recipe], list]:
+def plan_sweep(base: Recipe, sweeps: list[tuple[str, list]],
+               decont_n=None) -> tuple[list[Recipe], list]:
     """The recipes to judge (the given one first) and, per swept parameter, the index of
-    the recipe behind each value."""
+    the recipe behind each value. decont_n(n): the recipe of decont_n's value n."""
     configs = [base]
-    # the same recipe is the same thresholds and languages (the rules are the base's):
-    # recipes are told apart by those, never hashed whole (a rule of a file may hold a list,
-    # an array or an unhashable measure)
-    index = {(base.values, base.languages): 0}
+    # the same recipe is the same thresholds, languages and packs (the rules are the
+    # packs'): recipes are told apart by those, never hashed whole (a rule of a file may
+    # hold a list, an array or an unhashable measure)
+    index = {(base.values, base.languages, base.packs): 0}
     plan = []
     by_key = {r.key: r for r in base.rules}
     for name, values in sweeps:
@@ -38,13 +39,15 @@ def plan_sweep(base: Recipe, sweeps: list[tuple[str, list]]) -> tuple[list[Recip
         for v in values:
             if key == "languages":
                 rec = Recipe(base.rules, base.values, v, base.lid_chars, base.packs)
+            elif key == "decont_n":
+                rec = decont_n(v)
             elif lang:   # one language's threshold; the others as given
                 now = base.threshold(by_key[key])
                 per = dict(now) if isinstance(now, dict) else {"*": now}
                 rec = base.with_threshold(by_key[key], {**per, lang: v})
             else:
                 rec = base.with_threshold(by_key[key], v)
-            same = (rec.values, rec.languages)
+            same = (rec.values, rec.languages, rec.packs)
             if same not in index:
                 index[same] = len(configs)
                 configs.append(rec)
@@ -151,7 +154,7 @@ def sweep_run(run: Run, task) -> int:
     """
     args, base = run.args, recipe_of(run.args)
     sweeps = [parse_clean_sweep(s, base) for s in args.sweep]
-    configs, plan = plan_sweep(base, sweeps)
+    configs, plan = plan_sweep(base, sweeps, lambda n: decont_n_recipe(args, base, n))
     pairs = [list(p) for p in sweep_pairs(plan)]
     sw = SweepRun(run, "signals")
     shown = len({i for p in plan for i in p["configs"]})   # the rows of the tables

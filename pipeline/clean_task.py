@@ -74,7 +74,13 @@ class CleanTask:
         self.main, self.lid_model, self.engine = main, lid_model, engine
         self.report_all, self.examples, self.pairs = report_all, examples, pairs
         self.signals_dir, self.input_fingerprint, self.export = signals_dir, input_fingerprint, export
-        self.rules = self.recipes[0].signals()      # the rules that measure a signal
+        # the rules that measure a signal: the recipes share them, but for a sweep of
+        # decont_n, whose recipes each have their own n's
+        signals: dict = {}
+        for rec in self.recipes:
+            for r in rec.signals():
+                signals.setdefault(r.signal, r)
+        self.rules = list(signals.values())
         self.lid_chars = self.recipes[0].lid_chars
         self.kept, self.notes, self.kept_from = load_kept(
             sources[rank] if sources else [], unit.rows, self.rules)

@@ -170,20 +170,31 @@ def key_of(s: dict) -> str:
     return hashlib.sha256(json.dumps(s, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def index_folder(args, store: Path) -> Path:
+def index_folder(args, store: Path, keep_others: bool = False) -> Path:
     """The index of args.eval_sets, kept in store/KEY/ (built there, atomically, if it is
-    not; other keys' folders removed: the store keeps the current index)."""
+    not; other keys' folders removed, the store keeps the current index, unless
+    keep_others: a sweep's other n)."""
     return _index_folder(tuple(args.eval_sets), args.eval_question_field,
-                         args.eval_answer_field, args.decont_n, str(store))
+                         args.eval_answer_field, args.decont_n, str(store), keep_others)
 
 
 @functools.lru_cache(maxsize=None)
 def _index_folder(paths: tuple, question_field: str, answer_field: str, n: int,
-                  store: str) -> Path:
+                  store: str, keep_others: bool) -> Path:
     s = _settings(paths, question_field, answer_field, n)
     folder = Path(store) / key_of(s)
-    if (folder / "index.npz").is_file() and (folder / "items.parquet").is_file():
-        return folder
+    if not ((folder / "index.npz").is_file() and (folder / "items.parquet").is_file()):
+        _build(paths, question_field, answer_field, n, s, folder)
+    for other in Path(store).iterdir() if not keep_others else ():
+        if other.is_dir() and other.name != folder.name and not other.name.startswith("."):
+            shutil.rmtree(other, ignore_errors=True)
+    return folder
+
+
+def _build(paths: tuple, question_field: str, answer_field: str, n: int, s: dict,
+           folder: Path) -> None:
+    """The index of the files, written in a temporary folder, then renamed `folder`."""
+    store = folder.parent
     sets, items = [], []
     for p in paths:
         got = read_items(Path(p), question_field, answer_field)
@@ -204,10 +215,6 @@ def _index_folder(paths: tuple, question_field: str, answer_field: str, n: int,
         tmp.rename(folder)
     except OSError:   # another run built it meanwhile: the same bytes
         shutil.rmtree(tmp, ignore_errors=True)
-    for other in Path(store).iterdir():
-        if other.is_dir() and other.name != folder.name and not other.name.startswith("."):
-            shutil.rmtree(other, ignore_errors=True)
-    return folder
 
 
 def summary(folder: Path) -> dict:

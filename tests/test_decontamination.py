@@ -222,6 +222,15 @@ def test_threshold_rerun_sweep_and_changed_eval_sets(planted, tmp_path):
     cp = run_script("clean.py", *base, "--sweep", "decont_max_ngrams=0,20")
     assert re.search(r"decont_max_ngrams 0 -> 20: \d+ documents change fate", cp.stdout)
     assert "removed at 0, kept at 20: plant-" in cp.stdout
+    # another n: its own index and signal, judged beside the run's; the output untouched
+    before = data_files(out)
+    cp = run_script("clean.py", *base, "--sweep", "decont_n=8,13,30")
+    rows = dict(re.findall(r"^(8|13|30) .*?(\d+)\s+[\d,]+\s+[\d.]+%$", cp.stdout, re.M))
+    assert int(rows["8"]) >= int(rows["13"]) > int(rows["30"]), cp.stdout
+    assert "decont_n 13 -> 30" in cp.stdout and "removed at 13, kept at 30" in cp.stdout
+    assert data_files(out) == before
+    cp = run_script("clean.py", *base, "--decont-max-ngrams", "20")
+    assert "language ID calls made 0" in cp.stdout and "reused for 1" in cp.stdout
     # other evaluation sets: only this signal is measured again
     fewer = tmp_path / "fewer.jsonl"
     fewer.write_text(json.dumps(ITEMS[0]) + "\n")
