@@ -196,6 +196,12 @@ def pack_names() -> list[str]:
 DECONT = "decontaminate"
 
 
+def bound_folder(pack: str) -> str | None:
+    """The index folder a bound decontaminate pack names (None: another pack, or the pack
+    only declared)."""
+    return (pack.partition("=")[2] or None) if pack_name(pack) == DECONT else None
+
+
 def pack_name(pack: str) -> str:
     """A pack as the config records it: a bound decontaminate pack by its name
     ("decontaminate@N=FOLDER": another n's, judged beside the run's own in a sweep)."""
@@ -225,9 +231,9 @@ def load_rules(pack: str) -> tuple[Rule, ...]:
     if pack_name(pack) == DECONT:
         from . import rule_packs
 
-        name, _, folder = pack.partition("=")
-        n = name.partition("@")[2]
-        return rule_packs.decontaminate(folder or None, Path(folder).name if folder else "",
+        folder = bound_folder(pack)
+        n = pack.partition("=")[0].partition("@")[2]
+        return rule_packs.decontaminate(folder, Path(folder).name if folder else "",
                                         f"{DECONT}.matched_{n}grams" if n else
                                         f"{DECONT}.matched_ngrams")
     import importlib.util

@@ -193,10 +193,11 @@ def token_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def matched_spans(text: str, index: Index) -> list[tuple[int, int]]:
+def matched_spans(text: str, index: Index,
+                  found: list[Match] | None = None) -> list[tuple[int, int]]:
     """The character spans of `text` that its matched n-grams cover, merged (to highlight
-    them)."""
-    found = matches(text, index)
+    them); found: matches(text, index), when the caller has them already."""
+    found = matches(text, index) if found is None else found
     if not found:
         return []
     where = token_spans(text)

@@ -209,8 +209,7 @@ def run(corpus_texts: list[str], quick: bool = False, n: int = 13,
 
     from algorithms import decontamination as D
     from algorithms import decontamination_fast as F
-    from bench_quality_signals import cpu_flags
-    from common import cpu_model, spread
+    from common import cpu_flags, cpu_model, spread
 
     n_items = 600 if quick else ITEMS
     en, zh = (held_out_documentation if items_from == "documentation" or quick else held_out)(

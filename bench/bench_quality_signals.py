@@ -44,19 +44,6 @@ BLOCK_DOCS = 1024
 WORD_BLOCKS = 5     # blocks on which datatrove's word tokenizer alone is timed
 
 
-def cpu_flags() -> str:
-    flags = set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
-    return ", ".join(f"{f}: {'yes' if f in flags else 'no'}"
-                     for f in ("avx2", "avx512f", "avx512bw", "avx512vl"))
-
-
 def reference(pack: str, texts: list[str]) -> list[bool]:
     from datatrove.data import Document
 
@@ -172,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="folder of parquet shards (default data/bench_corpus)")
     p.add_argument("--quick", action="store_true", help="the bundled sample, read once")
     a = p.parse_args(argv)
-    from common import CORPUS, corpus_texts, cpu_model
+    from common import CORPUS, corpus_texts, cpu_flags, cpu_model
 
     from pipeline.tables import table
 

@@ -82,6 +82,20 @@ def cpu_model() -> str:
     return f"{name}, {isa}"
 
 
+def cpu_flags() -> str:
+    """'avx2: yes, avx512f: yes, ...': the vector extensions /proc/cpuinfo lists."""
+    flags = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    return ", ".join(f"{f}: {'yes' if f in flags else 'no'}"
+                     for f in ("avx2", "avx512f", "avx512bw", "avx512vl"))
+
+
 def stage_env() -> dict:
     """Environment for a stage run as a subprocess, as a user's shell runs it: the
     repository on PYTHONPATH, and Python's bytecode cache on (a PYTHONDONTWRITEBYTECODE

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from algorithms import decontamination as D
-from algorithms.cleaning import DECONT, Recipe
+from algorithms.cleaning import DECONT, Recipe, bound_folder
 from pipeline import eval_sets
 from pipeline.tables import markdown_table, save_report
 from pipeline.units import Unit, fetch_rows, unit_offsets
@@ -29,8 +29,9 @@ ITEM_CHARS = 300
 
 
 def index_folder(recipe: Recipe) -> Path | None:
-    bound = next((p for p in recipe.packs if p.startswith(DECONT + "=")), None)
-    return Path(bound.partition("=")[2]) if bound else None
+    """The folder of the index the run's decontaminate pack is bound to, if any."""
+    folder = next((f for f in map(bound_folder, recipe.packs) if f), None)
+    return Path(folder) if folder else None
 
 
 def flagged_rows(signals_dir: Path, units: list[Unit], rule, threshold) -> np.ndarray:
@@ -97,7 +98,7 @@ def report(run, recipe: Recipe, signals_dir: Path | None, removed_first: int,
                     "question": (items["question"][item] or "")[:ITEM_CHARS],
                     "answer": items["answer"][item][:ITEM_CHARS],
                     "ngram": hits[0].ngram,
-                    "context": context(text, D.matched_spans(text, index))})
+                    "context": context(text, D.matched_spans(text, index, hits))})
         for name in per_set:
             per_set[name]["found"] = len(found[name])
     save_report(run.staging / "report", "decontamination", data, markdown(data))

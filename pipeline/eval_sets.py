@@ -160,6 +160,7 @@ def settings(args) -> dict:
                      args.decont_n)
 
 
+@functools.lru_cache(maxsize=None)   # the config and the index ask: each file read once
 def _settings(paths: tuple, question_field: str, answer_field: str, n: int) -> dict:
     return {"files": [{"name": Path(p).name, "sha256": _digest(Path(p))} for p in paths],
             "question_field": question_field, "answer_field": answer_field, "n": n,
